@@ -1,0 +1,264 @@
+"""Phase 2.2: compare the original graph with ORT's optimized graph, name every kernel by its
+fused op chain (utils/kernel_registry.py), and write one JSON record per model.
+
+  python ort_analysis/fusion_detector.py [--device cuda] [--set models=[path.onnx]]
+
+Output: ort_analysis/ort_kernel_record/<model>.<ep>.json with kernels (id, type, attributes,
+shapes, dtypes, FLOPs, bytes, source nodes, EP) and the edges between kernels; plus
+summary_<ep>.json with kernel-type counts per model.
+"""
+import glob
+import hashlib
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tqdm import tqdm  # noqa: E402
+
+from ort_analysis.flops import kernel_bytes, kernel_flops  # noqa: E402
+from ort_analysis.ort_graph_parser import DEFAULTS, optimize, parse_graph  # noqa: E402
+from utils import paths  # noqa: E402
+from utils.config import base_parser, from_args, save_resolved  # noqa: E402
+from utils.errors import HaseError, run_main  # noqa: E402
+from utils.kernel_registry import canonical_type, instance_id, is_known, spec  # noqa: E402
+from utils.logger import get_logger  # noqa: E402
+from utils.onnx_io import load_model  # noqa: E402
+from utils.ort_session import provenance, resolve_device  # noqa: E402
+
+NCHWC_SUFFIX = "_nchwc"  # ORT's NchwcTransformer names a node '<original output>_nchwc'
+
+
+def original_index(model):
+    g = model.graph
+    producer, consumers = {}, {}
+    for n in g.node:
+        for o in n.output:
+            if o:
+                producer[o] = n
+        for i in n.input:
+            if i:
+                consumers.setdefault(i, []).append(n)
+    # constants: initializers, Constant nodes, and nodes fed only by constants (ORT folds them)
+    consts = {i.name for i in g.initializer}
+    for n in g.node:
+        if n.op_type == "Constant" or (n.input and all((not i) or i in consts for i in n.input)):
+            consts.update(o for o in n.output if o)
+    inputs = {i.name for i in g.input}
+    outputs = {o.name for o in g.output}
+    return producer, consumers, consts, inputs, outputs
+
+
+LAYOUT_OPS = {"ReorderInput", "ReorderOutput", "MemcpyFromHost", "MemcpyToHost"}  # inserted, never fused
+
+
+def expected_epilogue(n: dict) -> list:
+    """Original ops a conv/gemm kernel absorbed after its main op, from its own attributes."""
+    ops = []
+    if has_sum_input(n):
+        ops.append("Add")
+    act = n["attributes"].get("activation")
+    if act:
+        ops.append(act)
+    return ops
+
+
+def map_sources(opt_nodes: list, orig_model) -> list:
+    """For each optimized node, the original nodes it replaced.
+
+    Anchor: the node's output tensor as named in the original graph (ORT keeps the name of the
+    last fused node's output). NCHWc nodes are named '<original tensor>_nchwc'; their anchor comes
+    from the name and is extended forward over the epilogue (Add, activation) the node declares.
+    Walking back from the anchor to the node's inputs collects the fused original nodes. A node
+    with a new output name (e.g. QuickGelu) takes the original nodes between its inputs and the
+    next tensor another kernel produces.
+    """
+    producer, consumers, consts, g_inputs, g_outputs = original_index(orig_model)
+
+    def derived_anchor(n):
+        base = n["name"][: -len(NCHWC_SUFFIX)] if n["name"].endswith(NCHWC_SUFFIX) else None
+        return base if base in producer else None
+
+    visible = set()
+    for n in opt_nodes:
+        visible.update(o["name"] for o in n["outputs"] if o["name"] in producer)
+        if derived_anchor(n):
+            visible.add(derived_anchor(n))
+    alias, claimed, result = {}, set(), []
+    order = {id(x): i for i, x in enumerate(orig_model.graph.node)}
+    for n in opt_nodes:
+        outs = [o["name"] for o in n["outputs"]]
+        frontier = {alias.get(e["name"], e["name"]) for e in n["inputs"] if e}
+        anc = [o for o in outs if o in producer]
+        found = []
+        if not anc and derived_anchor(n) and len(outs) == 1:
+            t, todo = derived_anchor(n), expected_epilogue(n)
+            back_from = t
+            while todo:
+                cons = [c for c in consumers.get(t, []) if id(c) not in claimed]
+                if len(cons) != 1 or cons[0].op_type not in todo or len(cons[0].output) != 1:
+                    break
+                c = cons[0]
+                if not all(i in consts or i in frontier or i == t for i in c.input if i):
+                    break
+                todo.remove(c.op_type)
+                found.append(c)
+                claimed.add(id(c))
+                t = c.output[0]
+            alias[outs[0]] = t
+            anc = [back_from]
+        elif not anc and n["op_type"] not in LAYOUT_OPS:
+            # new output name: forward closure from the inputs up to tensors other kernels produce
+            region_out = set()
+            changed = True
+            while changed:
+                changed = False
+                for t in list(frontier | region_out):
+                    for c in consumers.get(t, []):
+                        if id(c) in claimed or any(o in visible for o in c.output):
+                            continue
+                        if all((not i) or i in consts or i in frontier or i in region_out for i in c.input):
+                            claimed.add(id(c))
+                            found.append(c)
+                            region_out.update(o for o in c.output if o)
+                            changed = True
+            if found and len(outs) == 1:
+                found.sort(key=lambda x: order[id(x)])
+                alias[outs[0]] = found[-1].output[0]
+        for o in anc:
+            alias[o] = alias.get(o, o)
+        stack, seen = list(anc), set()
+        while stack:
+            t = stack.pop()
+            if t in seen:
+                continue
+            seen.add(t)
+            if t in frontier or t in consts or t in g_inputs or (t in visible and t not in anc):
+                continue
+            p = producer.get(t)
+            if p is None or id(p) in claimed:
+                continue
+            claimed.add(id(p))
+            found.append(p)
+            stack.extend(i for i in p.input if i)
+        found.sort(key=lambda x: order[id(x)])
+        result.append([{"name": p.name, "op_type": p.op_type} for p in found])
+    return result
+
+
+def has_sum_input(node) -> bool:
+    """Residual add fused into the kernel: FusedConv's Z (4th input), nchwc Conv's Sum (4th)."""
+    ins = node["inputs"]
+    if spec(node["op_type"]).epilogue == "conv":
+        return len(ins) >= 4 and ins[3] is not None
+    return False
+
+
+def signature(k: dict) -> str:
+    """'<first activation shape>_<hash>': same kernel (type, op, shapes, dtypes, attributes) -> same file."""
+    acts = [e for e in k["inputs"] if e and e["role"] == "activation"]
+    shape = "x".join(map(str, acts[0]["shape"])) if acts and acts[0]["shape"] else "scalar"
+    key = json.dumps({"t": k["type"], "op": k["op_type"], "d": k["domain"], "a": k["attributes"],
+                      "i": [(e["shape"], e["dtype"], e["role"], e.get("value")) if e else None for e in k["inputs"]],
+                      "o": [(o["shape"], o["dtype"]) for o in k["outputs"]]}, sort_keys=True)
+    return f"{shape}_{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+
+
+def build_record(model_path, device: str, cfg: dict, log=None) -> dict:
+    model_path = Path(model_path)
+    orig = load_model(model_path, load_weights=False)
+    opt_path, info = optimize(model_path, device, cfg["pin_dims"], cfg["seed"])
+    parsed = parse_graph(opt_path, info, cfg["keep_small_values"])
+    sources = map_sources(parsed["nodes"], orig)
+    counters, kernels, producer_of = Counter(), [], {}
+    default_ep = "CUDAExecutionProvider" if device == "cuda" else "CPUExecutionProvider"
+    for n, src in zip(parsed["nodes"], sources):
+        ktype = canonical_type(n["op_type"], n["attributes"], has_sum=has_sum_input(n))
+        if not is_known(n["op_type"]) and log:
+            log.warning("%s: op %s is not in the kernel registry; type '%s'", model_path.name, n["op_type"], ktype)
+        kid = instance_id(ktype, counters[ktype])
+        counters[ktype] += 1
+        parts = set(ktype.split("_"))
+        read, written = kernel_bytes(n["inputs"], n["outputs"])
+        k = {"id": kid, "type": ktype, "category": spec(n["op_type"]).category, "op_type": n["op_type"],
+             "domain": n["domain"], "node_name": n["name"], "ep": n["ep"] or default_ep,
+             "attributes": n["attributes"], "inputs": n["inputs"], "outputs": n["outputs"],
+             "weight_shapes": [e["shape"] for e in n["inputs"] if e and e["role"] == "weight"],
+             "flops": kernel_flops(n["op_type"], ktype, n["attributes"], n["inputs"], n["outputs"]),
+             "bytes_read": read, "bytes_written": written,
+             "source_nodes": src, "inserted_by_ort": not src,
+             "folded_ops": [s["op_type"] for s in src if s["op_type"] not in parts]}
+        k["signature"] = signature(k)
+        kernels.append(k)
+        for o in n["outputs"]:
+            producer_of[o["name"]] = kid
+    edges = []
+    for k in kernels:
+        for e in k["inputs"]:
+            if e and e["role"] == "activation" and e["name"] in producer_of:
+                from utils.onnx_io import nbytes
+                edges.append({"src": producer_of[e["name"]], "dst": k["id"], "tensor": e["name"],
+                              "bytes": nbytes(e["shape"] or [], e["dtype"] or "float32")})
+    n_orig = len([n for n in orig.graph.node if n.op_type != "Constant"])
+    return {
+        "model": model_path.stem, "source_model": str(model_path), "optimized_model": str(opt_path),
+        "device": device, "graph_optimization_level": "ORT_ENABLE_ALL",
+        "provenance": provenance(device),
+        "graph_inputs": parsed["graph_inputs"], "graph_outputs": parsed["graph_outputs"],
+        "opsets": {(o.domain or "ai.onnx"): o.version for o in load_model(opt_path, load_weights=False).opset_import},
+        "original_node_count": n_orig, "kernel_count": len(kernels),
+        "type_counts": dict(sorted(Counter(k["type"] for k in kernels).items())),
+        "fusions": [{"kernel": k["id"], "sources": [s["op_type"] for s in k["source_nodes"]]}
+                    for k in kernels if len(k["source_nodes"]) > 1],
+        "kernels": kernels, "edges": edges,
+    }
+
+
+def record_path(model_stem: str, device: str) -> Path:
+    return paths.kernel_record_dir() / f"{model_stem}.{device}.json"
+
+
+def list_models(cfg_models: list) -> list:
+    if not cfg_models:
+        d = paths.models_dir()
+        if not d.is_dir():
+            raise HaseError("no models folder (run phase 1 first)", d)
+        return sorted(p for p in d.glob("*.onnx") if ".opt." not in p.name)
+    out = []
+    for pat in cfg_models:
+        hits = sorted(Path(h) for h in glob.glob(str(pat)))
+        if not hits:
+            raise HaseError("file not found", pat)
+        out.extend(hits)
+    return out
+
+
+def main() -> int:
+    p = base_parser("Phase 2.2: detect ORT fusions and write kernel records", "ort_analysis")
+    p.add_argument("--model", action="append", type=Path, help="model file (repeatable; default: config models)")
+    args = p.parse_args()
+    cfg = from_args(args, DEFAULTS)
+    log = get_logger("ort_analysis", args.log_level)
+    device = resolve_device(cfg["device"])
+    models = list_models([str(m) for m in args.model] if args.model else cfg["models"])
+    out_dir = paths.kernel_record_dir()
+    summary = {}
+    for mp in tqdm(models, desc="analyse", unit="model"):
+        rec = build_record(mp, device, cfg, log)
+        paths.atomic_write_text(record_path(rec["model"], device), json.dumps(rec, indent=1) + "\n")
+        summary[rec["model"]] = {"kernels": rec["kernel_count"], "original_nodes": rec["original_node_count"],
+                                 "type_counts": rec["type_counts"]}
+        log.info("%s: %d original nodes -> %d kernels, %d fused", rec["model"], rec["original_node_count"],
+                 rec["kernel_count"], len(rec["fusions"]))
+    sp = out_dir / f"summary_{device}.json"
+    old = json.loads(sp.read_text())["models"] if sp.exists() else {}
+    old.update(summary)
+    paths.atomic_write_text(sp, json.dumps({"provenance": provenance(device), "models": old}, indent=1) + "\n")
+    save_resolved(cfg, out_dir, f"resolved_config_{device}.json")
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,1 @@
+"""Shared code for every Hase phase."""

@@ -1,0 +1,95 @@
+"""ONNX loading with clear errors, dtype tables, static-shape checks and dummy inputs."""
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto
+
+from utils.errors import HaseError
+
+# ONNX tensor type <-> numpy <-> the names ORT's profiler uses
+NP_OF_ONNX = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16, TensorProto.DOUBLE: np.float64,
+              TensorProto.INT64: np.int64, TensorProto.INT32: np.int32, TensorProto.INT8: np.int8,
+              TensorProto.UINT8: np.uint8, TensorProto.BOOL: np.bool_}
+NAME_OF_ONNX = {TensorProto.FLOAT: "float32", TensorProto.FLOAT16: "float16", TensorProto.DOUBLE: "float64",
+                TensorProto.INT64: "int64", TensorProto.INT32: "int32", TensorProto.INT8: "int8",
+                TensorProto.UINT8: "uint8", TensorProto.BOOL: "bool"}
+ONNX_OF_NAME = {v: k for k, v in NAME_OF_ONNX.items()}
+# ORT profiler's input_type_shape keys and session.get_inputs() type strings
+NAME_OF_ORT = {"float": "float32", "float16": "float16", "double": "float64", "int64_t": "int64",
+               "int32_t": "int32", "int8_t": "int8", "uint8_t": "uint8", "bool": "bool",
+               "tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
+               "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int8)": "int8",
+               "tensor(uint8)": "uint8", "tensor(bool)": "bool"}
+ITEMSIZE = {"float32": 4, "float16": 2, "float64": 8, "int64": 8, "int32": 4, "int8": 1, "uint8": 1, "bool": 1}
+
+
+def load_model(path, load_weights: bool = True) -> onnx.ModelProto:
+    path = Path(path)
+    if not path.exists():
+        raise HaseError("file not found", path)
+    try:
+        model = onnx.load(str(path), load_external_data=load_weights)
+    except Exception as e:  # DecodeError, OSError...: the bytes are not an ONNX model
+        raise HaseError(f"not a readable ONNX model ({type(e).__name__})", path)
+    if not model.graph.node:
+        raise HaseError("not an ONNX model (empty graph)", path)
+    return model
+
+
+def graph_input_dims(model: onnx.ModelProto) -> dict:
+    """{input name: [dim value or dim_param string or None]} for the real (non-initializer) inputs."""
+    inits = {i.name for i in model.graph.initializer}
+    out = {}
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        dims = []
+        for d in vi.type.tensor_type.shape.dim:
+            dims.append(d.dim_value if d.HasField("dim_value") else (d.dim_param or None))
+        out[vi.name] = dims
+    return out
+
+
+def check_static(model: onnx.ModelProto, pin_dims: dict, path) -> dict:
+    """Every input dim must be a number or a dim_param pinned by config (pin_dims)."""
+    resolved = {}
+    for name, dims in graph_input_dims(model).items():
+        shape = []
+        for i, d in enumerate(dims):
+            if isinstance(d, int) and d > 0:
+                shape.append(d)
+            elif isinstance(d, str) and d in pin_dims:
+                shape.append(int(pin_dims[d]))
+            else:
+                raise HaseError(f"input '{name}' dim {i} is dynamic ({d or '?'}); pin it with "
+                                f"--set pin_dims.{d or 'NAME'}=N", path)
+        resolved[name] = shape
+    return resolved
+
+
+def dummy_array(shape, dtype: str, rng: np.random.Generator) -> np.ndarray:
+    if dtype.startswith("float"):
+        return rng.standard_normal(shape).astype(dtype)
+    if dtype == "bool":
+        return rng.integers(0, 2, shape).astype(bool)
+    return np.zeros(shape, dtype=dtype)  # integer data (indices): zeros are always in range
+
+
+def dummy_feed(session, shapes: dict = None, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    feed = {}
+    for i in session.get_inputs():
+        shape = (shapes or {}).get(i.name) or i.shape
+        if any(not isinstance(d, int) for d in shape):
+            raise HaseError(f"input '{i.name}' has dynamic shape {shape}")
+        feed[i.name] = dummy_array(shape, NAME_OF_ORT.get(i.type, "float32"), rng)
+    return feed
+
+
+def numel(shape) -> int:
+    return int(np.prod(shape)) if shape else 1
+
+
+def nbytes(shape, dtype: str) -> int:
+    return numel(shape) * ITEMSIZE.get(dtype, 4)

@@ -1,0 +1,158 @@
+"""ORT sessions for a target device, and the provenance every artifact records.
+
+--device cpu   CPUExecutionProvider only.
+--device cuda  CUDAExecutionProvider; if a CUDA session cannot really run, HaseError (never a fallback).
+--device auto  CUDA only when a probe session on CUDA runs and reports CUDA as its provider.
+"""
+import datetime
+import functools
+import os
+import platform
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper
+
+from utils.errors import HaseError
+
+EP_OF = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
+OPT_LEVELS = {
+    "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+
+
+def _providers(device: str, device_id: int = 0):
+    if device == "cuda":
+        return [("CUDAExecutionProvider", {"device_id": device_id}), "CPUExecutionProvider"]
+    return ["CPUExecutionProvider"]
+
+
+@functools.lru_cache(maxsize=None)
+def cuda_probe(device_id: int = 0):
+    """(ok, reason): build a one-node model and run it on CUDA EP."""
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        return False, f"onnxruntime {ort.__version__} has no CUDAExecutionProvider (install onnxruntime-gpu)"
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "probe", [x], [y])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    so = ort.SessionOptions()
+    so.log_severity_level = 4
+    try:
+        s = ort.InferenceSession(m.SerializeToString(), so, providers=_providers("cuda", device_id))
+        if s.get_providers()[0] != "CUDAExecutionProvider":
+            return False, "CUDA EP did not load (no GPU, driver or CUDA libraries)"
+        s.run(None, {"x": np.ones(4, np.float32)})
+    except Exception as e:  # ORT raises several types here; any of them means no CUDA
+        return False, f"CUDA session failed: {str(e).splitlines()[0]}"
+    return True, "ok"
+
+
+def resolve_device(device: str, device_id: int = 0) -> str:
+    if device not in ("cpu", "cuda", "auto"):
+        raise HaseError(f"unknown device '{device}' (cpu, cuda or auto)")
+    if device == "cpu":
+        return "cpu"
+    ok, why = cuda_probe(device_id)
+    if device == "cuda" and not ok:
+        raise HaseError(f"--device cuda cannot run: {why}")
+    return "cuda" if ok else "cpu"
+
+
+def session_options(opt_level="all", optimized_path=None, profile_prefix=None, threads=0,
+                    log_severity=3, free_dims=None) -> ort.SessionOptions:
+    so = ort.SessionOptions()
+    for dim_name, value in (free_dims or {}).items():
+        so.add_free_dimension_override_by_name(str(dim_name), int(value))
+    so.graph_optimization_level = OPT_LEVELS[opt_level]
+    so.log_severity_level = log_severity
+    if threads:
+        so.intra_op_num_threads = int(threads)
+    if optimized_path is not None:
+        so.optimized_model_filepath = str(optimized_path)
+    if profile_prefix is not None:
+        so.enable_profiling = True
+        so.profile_file_prefix = str(profile_prefix)
+    return so
+
+
+def make_session(model, device: str, opt_level="all", optimized_path=None, profile_prefix=None,
+                 threads=0, device_id=0, free_dims=None) -> ort.InferenceSession:
+    """Session on a resolved device ('cpu' or 'cuda'). Errors name the model file."""
+    name = model if isinstance(model, (str, Path)) else "<in-memory model>"
+    if isinstance(model, (str, Path)) and not Path(model).exists():
+        raise HaseError("file not found", model)
+    so = session_options(opt_level, optimized_path, profile_prefix, threads, free_dims=free_dims)
+    src = str(model) if isinstance(model, (str, Path)) else model
+    try:
+        sess = ort.InferenceSession(src, so, providers=_providers(device, device_id))
+    except Exception as e:  # InvalidGraph, InvalidProtobuf, NotImplemented, Fail...
+        raise HaseError(_ort_cause(e), name)
+    if device == "cuda" and sess.get_providers()[0] != "CUDAExecutionProvider":
+        raise HaseError("CUDA EP did not load for this session", name)
+    return sess
+
+
+def _ort_cause(e: Exception) -> str:
+    msg = " ".join(str(e).split())
+    for marker in ("INVALID_PROTOBUF", "INVALID_GRAPH", "NOT_IMPLEMENTED", "FAIL", "INVALID_ARGUMENT"):
+        if marker in msg:
+            return f"ORT cannot load it ({marker}): {msg.split(':', 2)[-1].strip()[:300]}"
+    return f"ORT cannot load it: {msg[:300]}"
+
+
+def gpu_info(device_id: int = 0) -> dict:
+    """GPU name, driver and memory through NVML; empty when there is no NVIDIA GPU."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(device_id)
+        name = pynvml.nvmlDeviceGetName(h)
+        drv = pynvml.nvmlSystemGetDriverVersion()
+        mem = pynvml.nvmlDeviceGetMemoryInfo(h).total
+        return {"gpu_name": name.decode() if isinstance(name, bytes) else name,
+                "gpu_driver": drv.decode() if isinstance(drv, bytes) else drv,
+                "gpu_memory_gib": round(mem / 2**30, 1)}
+    except Exception:  # pynvml missing, no driver, no device: all mean "no GPU info"
+        return {}
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def device_slug(device: str, device_id: int = 0) -> str:
+    """Folder name for per-device results: 'nvidia-h200' on CUDA, 'cpu-<model>' on CPU."""
+    from utils.paths import slug
+    if device == "cuda":
+        return slug(gpu_info(device_id).get("gpu_name", "unknown-gpu"))
+    return "cpu-" + slug(cpu_name())[:40]
+
+
+def provenance(device: str, device_id: int = 0) -> dict:
+    p = {
+        "ort_version": ort.__version__,
+        "onnx_version": onnx.__version__,
+        "ep": EP_OF[device],
+        "device": device,
+        "host": platform.node(),
+        "cpu": cpu_name(),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+    if device == "cuda":
+        p.update(gpu_info(device_id))
+    return p

@@ -1,0 +1,87 @@
+"""Every path Hase reads or writes. One place, so phases agree on where things live.
+
+HASE_HOME relocates all generated artifacts (tests point it at a temp dir); code and
+committed results stay in the repository.
+"""
+import os
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def home() -> Path:
+    return Path(os.environ.get("HASE_HOME", REPO)).resolve()
+
+
+# phase outputs (generated, gitignored unless committed results)
+def models_dir() -> Path:            # phase 1
+    return home() / "model_zoo" / "models"
+
+
+def kernel_record_dir() -> Path:     # phase 2
+    return home() / "ort_analysis" / "ort_kernel_record"
+
+
+def kernel_onnx_dir() -> Path:       # phase 3
+    return home() / "kernel_model" / "kernel_onnx"
+
+
+def bench_results_dir() -> Path:     # phase 4
+    return home() / "benchmark" / "results"
+
+
+def train_models_dir() -> Path:      # phase 5
+    return home() / "training" / "models"
+
+
+def dag_dir() -> Path:               # phase 6
+    return home() / "graph_model" / "model_DAG"
+
+
+def inference_results_dir() -> Path:  # phase 7
+    return home() / "inference" / "results"
+
+
+def evaluation_dir() -> Path:
+    return home() / "evaluation"
+
+
+def logs_dir() -> Path:
+    return home() / "logs"
+
+
+# phase configs live beside their scripts, always in the repository
+def phase_config(phase_dir: str) -> Path:
+    return REPO / phase_dir / "config.yaml"
+
+
+def slug(text: str) -> str:
+    """'NVIDIA H200' -> 'nvidia-h200'; used for per-GPU / per-device folders."""
+    s = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return s or "unknown"
+
+
+def model_file(model: str, batch: int, h: int, w: int) -> str:
+    return f"{model}_bs{batch}_{h}x{w}.onnx"
+
+
+def optimized_file(model_path: Path, ep_tag: str) -> Path:
+    """ORT-optimized graph written beside the model, one per EP: x.onnx -> x.opt.cuda.onnx."""
+    return model_path.with_name(f"{model_path.stem}.opt.{ep_tag}.onnx")
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)

@@ -1,0 +1,223 @@
+"""Phases 0-3 on ORT's CPU EP with real exports, real sessions and small configs (batch 1, 64x64)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from utils.config import resolve  # noqa: E402
+from utils.errors import HaseError  # noqa: E402
+from utils.kernel_registry import canonical_type  # noqa: E402
+from utils.ort_session import cuda_probe, resolve_device  # noqa: E402
+
+
+def run(script, *args, home, check=True):
+    env = dict(os.environ, HASE_HOME=str(home))
+    p = subprocess.run([sys.executable, str(REPO / script), *args], env=env, capture_output=True, text=True,
+                       timeout=900)
+    if check and p.returncode != 0:
+        raise AssertionError(f"{script} failed ({p.returncode}):\n{p.stderr[-3000:]}")
+    return p
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    """Phases 1-3 for resnet18 and resnet34 at batch 1, 64x64, on CPU EP."""
+    h = tmp_path_factory.mktemp("hase")
+    small = ["--device", "cpu", "--set", "batch_sizes=[1]", "--set", "resolutions=[64]"]
+    run("model_zoo/torchvision_exporter.py", *small, "--set", "models=[resnet18,resnet34]", home=h)
+    run("ort_analysis/fusion_detector.py", "--device", "cpu", home=h)
+    run("kernel_model/kernel_builder.py", "--device", "cpu", home=h)
+    return h
+
+
+def records(home):
+    return {p.name.split(".")[0]: json.loads(p.read_text())
+            for p in (home / "ort_analysis" / "ort_kernel_record").glob("*.cpu.json")}
+
+
+# ---------- frame ----------
+def test_config_order_and_unknown_keys(tmp_path):
+    d = {"a": 1, "nested": {"b": 2, "c": [1]}, "device": "auto"}
+    cfg_file = tmp_path / "config.yaml"
+    cfg_file.write_text("a: 5\nnested: {b: 7}\n")
+    cfg = resolve(d, cfg_file, ["nested.c=[3, 4]", "a=9"], "cpu")
+    assert cfg == {"a": 9, "nested": {"b": 7, "c": [3, 4]}, "device": "cpu"}
+    with pytest.raises(HaseError, match="unknown config key 'nested.zz'"):
+        resolve(d, cfg_file, ["nested.zz=1"])
+    cfg_file.write_text("bogus: 1\n")
+    with pytest.raises(HaseError, match="config.yaml: unknown config key 'bogus'"):
+        resolve(d, cfg_file)
+
+
+def test_device_resolution():
+    assert resolve_device("cpu") == "cpu"
+    ok, why = cuda_probe()
+    if ok:
+        assert resolve_device("auto") == "cuda"
+    else:  # no GPU here: auto falls back, an explicit cuda request is an error
+        assert resolve_device("auto") == "cpu"
+        with pytest.raises(HaseError, match="--device cuda cannot run"):
+            resolve_device("cuda")
+
+
+def test_registry_names_from_fused_chain():
+    assert canonical_type("FusedConv", {"activation": "Relu"}, has_sum=True) == "Conv_Add_Relu"
+    assert canonical_type("Conv", {"activation": "Relu"}) == "Conv_Relu"  # nchwc Conv
+    assert canonical_type("Conv", {}) == "Conv"
+    assert canonical_type("FusedGemm", {"activation": "Relu"}) == "Gemm_Relu"
+    assert canonical_type("SkipLayerNormalization", {}) == "SkipLayerNormalization"
+
+
+def test_every_phase_has_help_device_set():
+    for script in ["model_zoo/torchvision_exporter.py", "ort_analysis/ort_graph_parser.py",
+                   "ort_analysis/fusion_detector.py", "kernel_model/kernel_builder.py"]:
+        out = subprocess.run([sys.executable, str(REPO / script), "--help"], capture_output=True, text=True).stdout
+        assert "--device" in out and "--set" in out, script
+
+
+# ---------- phase 1 ----------
+def test_export_and_validation(home):
+    models = home / "model_zoo" / "models"
+    for m in ["resnet18", "resnet34"]:
+        assert (models / f"{m}_bs1_64x64.onnx").exists()
+        assert (models / f"{m}_bs1_64x64.opt.cpu.onnx").exists()
+    man = json.loads((models / "manifest.json").read_text())
+    v = man["files"]["resnet18_bs1_64x64.onnx"]["validated"]["cpu"]
+    assert v["relative_error"] <= v["tolerance"] and v["provenance"]["ort_version"] == ort.__version__
+    assert (models / "resolved_config.json").exists()
+    sess = ort.InferenceSession(str(models / "resnet18_bs1_64x64.onnx"), providers=["CPUExecutionProvider"])
+    assert sess.run(None, {"input": np.zeros((1, 3, 64, 64), np.float32)})[0].shape == (1, 1000)
+
+
+def test_unknown_model_name(tmp_path):
+    p = run("model_zoo/torchvision_exporter.py", "--device", "cpu", "--set", "models=[resnet_nope]",
+            home=tmp_path, check=False)
+    assert p.returncode == 2
+    assert p.stderr.strip().count("\n") == 0 and "unknown model name 'resnet_nope'" in p.stderr
+
+
+def test_unknown_config_key_cli(tmp_path):
+    p = run("model_zoo/torchvision_exporter.py", "--device", "cpu", "--set", "batchsize=[1]",
+            home=tmp_path, check=False)
+    assert p.returncode == 2 and "unknown config key 'batchsize'" in p.stderr
+
+
+# ---------- phase 2 ----------
+def test_graph_parser_prints_nodes(home):
+    p = run("ort_analysis/ort_graph_parser.py", "--device", "cpu", "--model",
+            str(home / "model_zoo" / "models" / "resnet18_bs1_64x64.onnx"), home=home)
+    lines = [ln for ln in p.stdout.splitlines() if not ln.startswith("#")]
+    assert len(lines) >= 20
+    assert any("Conv" in ln and "1x3x64x64" in ln and "1x64x32x32" in ln for ln in lines)
+
+
+def test_records_fields_and_shared_types(home):
+    recs = records(home)
+    r18, r34 = recs["resnet18_bs1_64x64"], recs["resnet34_bs1_64x64"]
+    k = r18["kernels"][0]
+    for field in ["id", "type", "attributes", "inputs", "outputs", "weight_shapes", "flops", "bytes_read",
+                  "bytes_written", "source_nodes", "ep", "signature"]:
+        assert field in k
+    assert k["id"] == f"{k['type']}#0" and k["ep"] == "CPUExecutionProvider"
+    # first conv: 64x3x7x7 stride 2 on 1x3x64x64 -> 1x64x32x32
+    assert k["inputs"][0]["shape"] == [1, 3, 64, 64] and k["outputs"][0]["shape"] == [1, 64, 32, 32]
+    assert k["attributes"]["strides"] == [2, 2] and k["attributes"]["kernel_shape"] == [7, 7]
+    macs = 64 * 32 * 32 * 3 * 7 * 7
+    assert 2 * macs <= k["flops"] <= 2 * macs + 4 * 64 * 32 * 32
+    assert k["bytes_written"] == 64 * 32 * 32 * 4
+    # the same fusion gets the same type name in both models
+    shared = set(r18["type_counts"]) & set(r34["type_counts"])
+    conv_types = {t for t in shared if t.startswith("Conv")}
+    assert conv_types, (r18["type_counts"], r34["type_counts"])
+    assert r18["type_counts"] .keys() == r34["type_counts"].keys()
+    # edges connect existing kernels, and every kernel but the first has a producer
+    ids = {k["id"] for k in r18["kernels"]}
+    assert all(e["src"] in ids and e["dst"] in ids for e in r18["edges"])
+    assert len({e["dst"] for e in r18["edges"]}) == len(ids) - 1
+    # ORT's fusions are detected from the graphs, e.g. Conv+Add+Relu on CPU's NCHWc path
+    fused = [f for f in r18["fusions"] if f["sources"] == ["Conv", "Add", "Relu"]]
+    if "Conv_Add_Relu" in r18["type_counts"]:
+        assert len(fused) == r18["type_counts"]["Conv_Add_Relu"]
+
+
+# ---------- phase 3 ----------
+def test_kernel_models_built_once_and_run(home):
+    kdir = home / "kernel_model" / "kernel_onnx"
+    index = json.loads((kdir / "index.json").read_text())["kernels"]
+    recs = records(home)
+    n_inst = sum(len(r["kernels"]) for r in recs.values())
+    assert len(index) < n_inst  # resnet18 and resnet34 share kernels
+    shared = [e for e in index.values() if {i.split(":")[0] for i in e["instances"]} ==
+              {"resnet18_bs1_64x64", "resnet34_bs1_64x64"}]
+    assert shared
+    for name, e in list(index.items())[:10]:
+        path = kdir / name
+        assert path.exists() and name.startswith(e["type"] + "_") and e["verified"]
+        sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        feed = {i.name: np.random.rand(*i.shape).astype(np.float32) for i in sess.get_inputs()}
+        out = sess.run(None, feed)
+        assert list(out[0].shape) == e["outputs"][0]["shape"]
+
+
+def test_kernel_build_function_from_record(home, tmp_path):
+    sys.path.insert(0, str(REPO))
+    from kernel_model.kernel_builder import DEFAULTS, kernel_build
+    rec = records(home)["resnet18_bs1_64x64"]
+    idx = kernel_build(rec, "cpu", dict(DEFAULTS), out_dir=tmp_path)
+    assert len(idx["kernels"]) == len({k["signature"] + k["type"] for k in rec["kernels"]})
+    assert all((tmp_path / f).exists() for f in idx["kernels"])
+
+
+# ---------- bad input ----------
+def _one_line_error(p, *needles):
+    assert p.returncode == 2, p.stderr
+    msg = p.stderr.strip().splitlines()[-1]  # progress bars may precede it; the error is one line
+    assert msg.startswith("error:"), p.stderr
+    for n in needles:
+        assert n in msg, msg
+
+
+def test_corrupt_file(tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"this is not a protobuf at all")
+    p = run("ort_analysis/fusion_detector.py", "--device", "cpu", "--model", str(bad), home=tmp_path, check=False)
+    _one_line_error(p, str(bad), "ONNX")
+    assert not list((tmp_path / "ort_analysis" / "ort_kernel_record").glob("*.json"))
+
+
+def _relu_model(path, dims, op="Relu", domain=""):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)
+    node = helper.make_node(op, ["x"], ["y"], domain=domain)
+    imports = [helper.make_opsetid("", 17)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    m = helper.make_model(helper.make_graph([node], "g", [x], [y]), opset_imports=imports)
+    m.ir_version = 8
+    onnx.save(m, str(path))
+
+
+def test_dynamic_dims_need_pinning(tmp_path):
+    f = tmp_path / "dyn.onnx"
+    _relu_model(f, ["batch", 8])
+    p = run("ort_analysis/fusion_detector.py", "--device", "cpu", "--model", str(f), home=tmp_path, check=False)
+    _one_line_error(p, str(f), "dynamic", "pin_dims.batch")
+    p = run("ort_analysis/fusion_detector.py", "--device", "cpu", "--model", str(f), "--set", "pin_dims={batch: 4}",
+            home=tmp_path)
+    rec = json.loads((tmp_path / "ort_analysis" / "ort_kernel_record" / "dyn.cpu.json").read_text())
+    assert rec["kernels"][0]["inputs"][0]["shape"] == [4, 8]
+
+
+def test_op_the_ep_cannot_run(tmp_path):
+    f = tmp_path / "custom.onnx"
+    _relu_model(f, [2, 8], op="NoSuchOp", domain="com.example")
+    p = run("ort_analysis/fusion_detector.py", "--device", "cpu", "--model", str(f), home=tmp_path, check=False)
+    _one_line_error(p, str(f), "ORT cannot")

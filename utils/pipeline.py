@@ -1,0 +1,60 @@
+"""The main job: every phase in order, each as its own script reading the previous one's files.
+
+  python -m utils.pipeline [--device cpu|cuda|auto] [--from PHASE] [--only PHASE]
+
+On CPU EP the plan's full GPU configs (batch 16-128, 224-512 px) would take hours on a small
+machine, so CPU runs use the small settings below; on CUDA the phases' own config.yaml apply.
+"""
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from utils.errors import HaseError, run_main  # noqa: E402
+from utils.ort_session import resolve_device  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+
+# (phase name, script, --set overrides used on CPU EP)
+STAGES = [
+    ("export", "model_zoo/torchvision_exporter.py",
+     ["batch_sizes=[1,4]", "resolutions=[64,128]", "models=[resnet18,mobilenet_v2]"]),
+    ("analyse", "ort_analysis/fusion_detector.py", []),
+    ("build", "kernel_model/kernel_builder.py", []),
+]
+
+
+def stage_names():
+    return [s[0] for s in STAGES]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description="Run the Hase pipeline end to end")
+    p.add_argument("--device", choices=["cpu", "cuda", "auto"], default="auto")
+    p.add_argument("--from", dest="start", choices=stage_names(), default=stage_names()[0])
+    p.add_argument("--only", choices=stage_names())
+    args = p.parse_args()
+    device = resolve_device(args.device)
+    names = stage_names()
+    todo = [s for s in STAGES if (s[0] == args.only if args.only else names.index(s[0]) >= names.index(args.start))]
+    t_all = time.perf_counter()
+    for i, (name, script, cpu_sets) in enumerate(todo, 1):
+        cmd = [sys.executable, str(REPO / script), "--device", device]
+        if device == "cpu":
+            for s in cpu_sets:
+                cmd += ["--set", s]
+        print(f"[{i}/{len(todo)}] {name}: {' '.join(cmd[1:])}", flush=True)
+        t0 = time.perf_counter()
+        rc = subprocess.call(cmd, cwd=REPO)
+        if rc != 0:
+            raise HaseError(f"stage '{name}' failed with exit code {rc}", script)
+        print(f"[{i}/{len(todo)}] {name} done in {time.perf_counter() - t0:.0f} s", flush=True)
+    print(f"pipeline done on {device} in {time.perf_counter() - t_all:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)

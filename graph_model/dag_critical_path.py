@@ -1,0 +1,190 @@
+"""Phase 6.1: the kernel DAG of a model, and its latency from per-kernel times.
+
+  python graph_model/dag_critical_path.py [--record X.json]... [--node-times T.json]
+
+Nodes are the kernels of a phase 2 record (id 'Conv_Relu#0', with type, FLOPs, bytes and the
+record's order, which is ORT's execution order); edges are the tensors between kernels.
+Writes graph_model/model_DAG/<model>.<device>.json (networkx node-link JSON).
+
+calculate_latency: ORT's sequential executor runs one kernel at a time on one stream, so the
+model latency is the sum over the topological order. critical_path: the longest path, i.e. the
+latency if independent branches could overlap perfectly; a lower bound, for comparison.
+"""
+import glob
+import json
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import networkx as nx  # noqa: E402
+
+from utils import paths  # noqa: E402
+from utils.config import base_parser, from_args, save_resolved  # noqa: E402
+from utils.errors import HaseError, run_main  # noqa: E402
+from utils.logger import get_logger  # noqa: E402
+from utils.onnx_io import nbytes  # noqa: E402
+
+# shared by both phase 6 scripts: graph_model/config.yaml holds the keys of both
+DEFAULTS = {
+    "device": "auto", "records": [],
+    "overlap": {"ep": "auto", "session_overhead_us": 30.0, "h2d_us_per_byte": 1.0e-4, "h2d_fixed_us": 10.0,
+                "d2h_us_per_byte": 1.0e-4, "d2h_fixed_us": 10.0},
+}
+NODE_FIELDS = ("type", "category", "op_type", "ep", "node_name", "flops", "bytes_read", "bytes_written")
+
+
+def load_record(path) -> dict:
+    path = Path(path)
+    if not path.exists():
+        raise HaseError("file not found", path)
+    try:
+        rec = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise HaseError(f"not a readable kernel record ({type(e).__name__})", path)
+    if not isinstance(rec, dict) or "kernels" not in rec or "edges" not in rec:
+        raise HaseError("not a kernel record (no 'kernels'/'edges')", path)
+    return rec
+
+
+def io_bytes(tensors) -> int:
+    return sum(nbytes(t.get("shape") or [], t.get("dtype") or "float32") for t in tensors or [])
+
+
+def build_dag(record: dict) -> nx.DiGraph:
+    """Kernel DAG of a record; graph attributes keep the model's input/output tensors."""
+    dag = nx.DiGraph(model=record.get("model"), device=record.get("device"),
+                     graph_inputs=record.get("graph_inputs", []), graph_outputs=record.get("graph_outputs", []),
+                     input_bytes=io_bytes(record.get("graph_inputs")),
+                     output_bytes=io_bytes(record.get("graph_outputs")))
+    for i, k in enumerate(record["kernels"]):
+        if k["id"] in dag:
+            raise HaseError(f"kernel id '{k['id']}' appears twice in record {record.get('model')}")
+        dag.add_node(k["id"], order=i, **{f: k.get(f) for f in NODE_FIELDS})
+    for e in record["edges"]:
+        for end in (e["src"], e["dst"]):
+            if end not in dag:
+                raise HaseError(f"edge names unknown kernel '{end}' in record {record.get('model')}")
+        if dag.has_edge(e["src"], e["dst"]):   # two tensors between the same kernels: one edge
+            d = dag.edges[e["src"], e["dst"]]
+            d["tensors"].append(e["tensor"])
+            d["bytes"] += int(e.get("bytes") or 0)
+        else:
+            dag.add_edge(e["src"], e["dst"], tensors=[e["tensor"]], bytes=int(e.get("bytes") or 0))
+    if not nx.is_directed_acyclic_graph(dag):
+        raise HaseError(f"record {record.get('model')} has a cycle between kernels")
+    return dag
+
+
+def execution_order(dag: nx.DiGraph) -> list:
+    """Topological order, ties broken by the record order (the order ORT executes)."""
+    return list(nx.lexicographical_topological_sort(dag, key=lambda n: dag.nodes[n].get("order", 0)))
+
+
+def node_value(node_ms, node: str) -> float:
+    if node not in node_ms:
+        raise HaseError(f"no time for kernel '{node}'")
+    v = float(node_ms[node])
+    if not math.isfinite(v) or v < 0:
+        raise HaseError(f"time of kernel '{node}' is not a non-negative number: {v}")
+    return v
+
+
+def calculate_latency(dag: nx.DiGraph, node_ms) -> float:
+    """Model latency (ms) under ORT's sequential executor: sum of the kernels in topological order."""
+    return float(sum(node_value(node_ms, n) for n in execution_order(dag)))
+
+
+def critical_path(dag: nx.DiGraph, node_ms) -> tuple:
+    """(length_ms, [kernel ids]) of the longest path, weights on nodes."""
+    best, prev = {}, {}
+    for n in execution_order(dag):
+        preds = list(dag.predecessors(n))
+        p = max(preds, key=lambda q: best[q]) if preds else None
+        best[n] = node_value(node_ms, n) + (best[p] if p is not None else 0.0)
+        prev[n] = p
+    if not best:
+        return 0.0, []
+    end = max(best, key=best.get)
+    path = [end]
+    while prev[path[-1]] is not None:
+        path.append(prev[path[-1]])
+    return float(best[end]), path[::-1]
+
+
+def dag_to_json(dag: nx.DiGraph) -> dict:
+    return nx.node_link_data(dag, edges="edges")
+
+
+def load_dag(path) -> nx.DiGraph:
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise HaseError(f"not a readable DAG file ({type(e).__name__})", path)
+    return nx.node_link_graph(data, directed=True, edges="edges")
+
+
+def dag_path(model: str, device: str) -> Path:
+    return paths.dag_dir() / f"{model}.{device}.json"
+
+
+def list_records(cfg_records: list, device: str) -> list:
+    if cfg_records:
+        out = []
+        for pat in cfg_records:
+            hits = sorted(Path(h) for h in glob.glob(str(pat)))
+            if not hits:
+                raise HaseError("file not found", pat)
+            out.extend(hits)
+        return out
+    d = paths.kernel_record_dir()
+    devices = ["cpu", "cuda"] if device == "auto" else [device]
+    hits = sorted(p for dev in devices for p in d.glob(f"*.{dev}.json")) if d.is_dir() else []
+    if not hits:
+        raise HaseError(f"no kernel records for {device} (run phase 2 first)", d)
+    return hits
+
+
+def read_node_times(path) -> dict:
+    """{kernel id: ms} from a JSON file: a plain mapping, or {'node_ms': mapping}."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise HaseError(f"not a readable node-times JSON ({type(e).__name__})", path)
+    data = data.get("node_ms", data) if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        raise HaseError("node times must be a JSON object {kernel id: ms}", path)
+    return data
+
+
+def main() -> int:
+    p = base_parser("Phase 6.1: kernel DAGs from phase 2 records", "graph_model")
+    p.add_argument("--record", action="append", type=Path, help="kernel record JSON (repeatable)")
+    p.add_argument("--node-times", type=Path, help="JSON {kernel id: ms}: print latency and critical path")
+    args = p.parse_args()
+    cfg = from_args(args, DEFAULTS)
+    log = get_logger("graph_model", args.log_level)
+    records = list_records([str(r) for r in args.record] if args.record else cfg["records"], cfg["device"])
+    times = read_node_times(args.node_times) if args.node_times else None
+    for rp in records:
+        dag = build_dag(load_record(rp))
+        out = dag_path(dag.graph["model"], dag.graph["device"])
+        paths.atomic_write_text(out, json.dumps(dag_to_json(dag), indent=1) + "\n")
+        unit = {n: 1.0 for n in dag}   # unit weights: depth of the DAG in kernels
+        depth, _ = critical_path(dag, unit)
+        log.info("%s: %d kernels, %d edges, longest chain %d kernels -> %s", rp.name, dag.number_of_nodes(),
+                 dag.number_of_edges(), int(depth), out)
+        if times is not None:
+            total = calculate_latency(dag, times)
+            cp_ms, cp = critical_path(dag, times)
+            print(f"{dag.graph['model']}: sequential sum {total:.4f} ms, critical path {cp_ms:.4f} ms "
+                  f"({len(cp)} kernels)")
+    save_resolved(cfg, paths.dag_dir())
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,1 @@
+"""Phase 5: kernel latency features and regressors."""

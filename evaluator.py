@@ -6,8 +6,8 @@
 
 Each case: model, bs, res, load, predicted, actual, error %. Baselines beside Hase's estimate:
   sum_ort_kernel_time  Σ ORT profiler _kernel_time (host time on CUDA EP; seeds 000/001)
-  sum_standalone       Σ predicted standalone kernel latencies (nn-Meter style)
-  hase                 a·Σ + b + c·n_kernels·busy, calibrated on measured models
+  sum_standalone       Σ predicted standalone kernel latencies (nn-Meter style; the predictor's target)
+  hase                 a·Σ + b + c·n_kernels·busy + d·MB copied, calibrated on measured models
 Outputs (evaluation/<device slug>/ or --out): cases.csv, summary.json, pred_vs_actual.png, error_cdf.png.
 """
 import json
@@ -72,18 +72,19 @@ def summarize(df: pd.DataFrame, by: str = "condition") -> dict:
 
 
 def fit_calibration(df: pd.DataFrame) -> dict:
-    """Least squares of actual = a·Σ + b + c·n_kernels·busy over measured cases."""
-    X = np.column_stack([df["sum_standalone_ms"], np.ones(len(df)), df["n_kernels"] * df["busy"]])
+    """Least squares of actual = a·Σ + b + c·n_kernels·busy + d·MB over measured cases."""
+    X = np.column_stack([df["sum_standalone_ms"], np.ones(len(df)), df["n_kernels"] * df["busy"], df["io_mb"]])
     # relative least squares: every case counts by its percentage error, not its milliseconds
     w = 1.0 / df["actual_ms"].to_numpy()
     coef, *_ = np.linalg.lstsq(X * w[:, None], df["actual_ms"].to_numpy() * w, rcond=None)
-    return {"coef": {"a": float(coef[0]), "b": float(coef[1]), "c": float(coef[2])}, "n_cases": int(len(df)),
+    return {"coef": {"a": float(coef[0]), "b": float(coef[1]), "c": float(coef[2]), "d": float(coef[3])},
+            "n_cases": int(len(df)),
             "models": sorted(df["model"].unique().tolist())}
 
 
 def apply_calibration(df: pd.DataFrame, calib) -> pd.Series:
-    return pd.Series([whole_model_ms(s, n, b, calib) for s, n, b in
-                      zip(df["sum_standalone_ms"], df["n_kernels"], df["busy"])], index=df.index)
+    return pd.Series([whole_model_ms(s, n, b, calib, mb) for s, n, b, mb in
+                      zip(df["sum_standalone_ms"], df["n_kernels"], df["busy"], df["io_mb"])], index=df.index)
 
 
 def leave_one_arch_out(df: pd.DataFrame) -> dict:
@@ -142,7 +143,8 @@ def predict_case(record: dict, predictor, load: dict, calib) -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         r = predict_record(record, predictor, load, calib)
-    return {"sum_standalone_ms": r["kernel_sum_ms"], "n_kernels": r["n_kernels"], "busy": r["busy"]}
+    return {"sum_standalone_ms": r["kernel_sum_ms"], "n_kernels": r["n_kernels"], "busy": r["busy"],
+            "io_mb": r["io_mb"]}
 
 
 def cases_from_csv(csv_path: Path, records_dir: Path, device: str, predictor, calib) -> pd.DataFrame:
@@ -245,7 +247,7 @@ def main() -> int:
         calib.update({"fitted_on": str(args.from_csv or args.target), "provenance": provenance(device)})
         cpath = paths.inference_results_dir() / slug / "calibration.json"
         paths.atomic_write_text(cpath, json.dumps(calib, indent=1) + "\n")
-        log.info("calibration a=%.3f b=%.3f c=%.4f written to %s", *calib["coef"].values(), cpath)
+        log.info("calibration %s written to %s", calib["coef"], cpath)
         extra["leave_one_architecture_out"] = leave_one_arch_out(df)
     df["sum_standalone_ms"] = df["sum_standalone_ms"].astype(float)
     df["hase_ms"] = apply_calibration(df, calib) if calib else df["sum_standalone_ms"]

@@ -8,7 +8,8 @@ regressors under the current background load -> DAG sum in ORT's execution order
 whole-model estimate. The whole-model step is seed 000's correction: standalone kernels each pay
 a session's fixed cost, so Σ over-counts; a calibration fitted on measured models
 (evaluator.py --fit-calibration) maps Σ, the kernel count and the neighbour's activity to the
-measured latency:  total = a·Σ + b + c·n_kernels·busy, busy = bg GPU activity (0-1).
+measured latency:  total = a·Σ + b + c·n_kernels·busy + d·MB copied, busy = bg GPU activity (0-1),
+Σ = predicted GPU (device-mode) kernel times, MB = graph inputs + outputs copied by session.run.
 Without a calibration file the plain Σ is reported.
 
 Load fields (the predictor's inputs) are exactly the DCGM fields the regressors were trained on,
@@ -64,7 +65,7 @@ def load_from_prometheus(pcfg: dict, fields: list) -> dict:
         if q is None:
             raise HaseError(f"no Prometheus query configured for field '{f}' (inference/config.yaml "
                             f"prometheus.queries); or pass --metrics-file")
-        promql = f"avg(avg_over_time(({q.format(selector=pcfg['selector'])})[{int(pcfg['lookback_s'])}s:]))"
+        promql = f"avg(avg_over_time(({q.format(selector=pcfg['selector'])})[{int(pcfg['lookback_s'])}s:1s]))"
         try:
             r = requests.get(f"{url}/api/v1/query", params={"query": promql}, timeout=5)
             r.raise_for_status()
@@ -114,11 +115,20 @@ def busy_of(load: dict) -> float:
     return 0.0
 
 
-def whole_model_ms(sum_ms: float, n_kernels: int, busy: float, calib) -> float:
+def io_megabytes(record: dict) -> float:
+    """Bytes session.run copies host->device and back (graph inputs + outputs), in MB."""
+    from utils.onnx_io import nbytes
+    return sum(nbytes(t.get("shape") or [], t.get("dtype") or "float32")
+               for t in record["graph_inputs"] + record["graph_outputs"]) / 1e6
+
+
+def whole_model_ms(sum_ms: float, n_kernels: int, busy: float, calib, io_mb: float = 0.0) -> float:
+    """a·Σ (GPU work, stretched by sharing) + b (fixed session cost) + c·n_kernels·busy (each
+    dispatched kernel waits for a time slice while the neighbour runs) + d·MB copied."""
     if not calib:
         return sum_ms
     c = calib["coef"]
-    return max(c["a"] * sum_ms + c["b"] + c["c"] * n_kernels * busy, 0.0)
+    return max(c["a"] * sum_ms + c["b"] + c["c"] * n_kernels * busy + c.get("d", 0.0) * io_mb, 0.0)
 
 
 def load_calibration(cfg: dict, slug: str):
@@ -154,9 +164,10 @@ def predict_record(record: dict, predictor, load: dict, calib=None) -> dict:
     dag = build_dag(record)
     sum_ms = calculate_latency(dag, kernel_ms)
     busy = busy_of(load)
-    total = whole_model_ms(sum_ms, len(record["kernels"]), busy, calib)
+    io_mb = io_megabytes(record)
+    total = whole_model_ms(sum_ms, len(record["kernels"]), busy, calib, io_mb)
     return {"model": record["model"], "device": record["device"], "total_ms": total, "kernel_sum_ms": sum_ms,
-            "n_kernels": len(record["kernels"]), "busy": busy, "calibrated": bool(calib),
+            "n_kernels": len(record["kernels"]), "busy": busy, "io_mb": io_mb, "calibrated": bool(calib),
             "kernels": [{"id": k["id"], "type": k["type"], "predicted_ms": kernel_ms[k["id"]]} for k in record["kernels"]],
             "unseen_types": sorted(predictor.fallbacks)}
 

@@ -27,9 +27,18 @@ def base_parser(description: str, phase_dir: str) -> argparse.ArgumentParser:
     return p
 
 
+# mappings whose keys are data, not settings: a new value replaces them whole
+FREE_MAPS = {"queries", "pin_dims"}
+
+
 def _merge(base: dict, upd: dict, source: str, prefix: str = "") -> dict:
     for k, v in upd.items():
         key = f"{prefix}{k}"
+        if k in FREE_MAPS and k in base:
+            if not isinstance(v, dict):
+                raise HaseError(f"config key '{key}' must be a mapping", source)
+            base[k] = v
+            continue
         if k not in base:
             raise HaseError(f"unknown config key '{key}'", source)
         if isinstance(base[k], dict) and base[k] and not isinstance(v, dict):

@@ -24,7 +24,22 @@ STAGES = [
      ["batch_sizes=[1,4]", "resolutions=[64,128]", "models=[resnet18,mobilenet_v2]"]),
     ("analyse", "ort_analysis/fusion_detector.py", []),
     ("build", "kernel_model/kernel_builder.py", []),
+    ("collect", "benchmark/collector.py",
+     ["stress_levels=[0,0.6]", "runner.budget_ms=30", "settle_s=1", "bg_sample_ms=50"]),
+    ("train", "training/train_kernel_model.py", []),
+    ("dag", "graph_model/dag_critical_path.py", []),
+    ("evaluate", "evaluator.py", []),
 ]
+
+
+def stage_args(name: str, device: str) -> list:
+    """Arguments a stage needs beyond --device/--set (the evaluator reads phase 4's measurements)."""
+    if name == "evaluate":
+        from utils import paths
+        from utils.ort_session import device_slug
+        return ["--from-csv", str(paths.bench_results_dir() / device_slug(device) / "models.csv"),
+                "--fit-calibration"]
+    return []
 
 
 def stage_names():
@@ -42,7 +57,7 @@ def main() -> int:
     todo = [s for s in STAGES if (s[0] == args.only if args.only else names.index(s[0]) >= names.index(args.start))]
     t_all = time.perf_counter()
     for i, (name, script, cpu_sets) in enumerate(todo, 1):
-        cmd = [sys.executable, str(REPO / script), "--device", device]
+        cmd = [sys.executable, str(REPO / script), "--device", device] + stage_args(name, device)
         if device == "cpu":
             for s in cpu_sets:
                 cmd += ["--set", s]

@@ -1,0 +1,369 @@
+"""Phase 4: device metrics over a time window, from one of three sources behind one interface.
+
+  src = make_source(cfg["metrics"], device); src.start()
+  src.window(start_ts, end_ts) -> {field: mean over [start, end]}    (time.time() seconds)
+  snapshot(src, 0.1)          -> the same over the next 0.1 s      (background sampling)
+  src.stop()
+
+NvmlSampler (default on CUDA): a thread reads NVML every ~20 ms and, on GPUs with GPM (Hopper
+and later), takes a GPM sample every ~100 ms for the profiling metrics. Columns carry DCGM field
+names in DCGM units, so NVML-, DCGM- and Prometheus(dcgm-exporter)-collected data share a schema:
+  DCGM_FI_DEV_GPU_UTIL %, DCGM_FI_DEV_MEM_COPY_UTIL %, DCGM_FI_DEV_SM_CLOCK MHz,
+  DCGM_FI_DEV_MEM_CLOCK MHz, DCGM_FI_DEV_POWER_USAGE W, DCGM_FI_DEV_FB_USED MiB,
+  DCGM_FI_PROF_* ratios 0-1 (GPM percentages / 100); NaN where the GPU has no GPM.
+NVML's GPU_UTIL/MEM_COPY_UTIL are themselves averages over the driver's last 1/6-1 s.
+
+PrometheusSource: /api/v1/query_range over [start, end] for each {field: promql}; resolution is
+the scrape interval, so windows shorter than it read the last scraped value.
+
+PsutilSampler (CPU targets): CPU_UTIL_PCT (all cores, %), CPU_FREQ_MHZ, MEM_USED_MB (1e6 bytes),
+LOAD_AVG_1M. Honest names: these are not GPU metrics.
+
+Each sample is stored as an interval (t0, t1, values); window() averages the samples that
+overlap [start, end], weighted by the overlap, so windows shorter than the period still read.
+"""
+import math
+import os
+import threading
+import time
+
+import numpy as np
+
+from utils.errors import HaseError
+
+NVML_FIELDS = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_SM_CLOCK",
+               "DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_FB_USED")
+# DCGM profiling field -> NVML GPM metric id name (percent; stored as ratio)
+GPM_OF = {"DCGM_FI_PROF_GR_ENGINE_ACTIVE": "NVML_GPM_METRIC_GRAPHICS_UTIL",
+          "DCGM_FI_PROF_SM_ACTIVE": "NVML_GPM_METRIC_SM_UTIL",
+          "DCGM_FI_PROF_SM_OCCUPANCY": "NVML_GPM_METRIC_SM_OCCUPANCY",
+          "DCGM_FI_PROF_DRAM_ACTIVE": "NVML_GPM_METRIC_DRAM_BW_UTIL",
+          "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "NVML_GPM_METRIC_ANY_TENSOR_UTIL"}
+DCGM_FIELDS = NVML_FIELDS + tuple(GPM_OF)
+PSUTIL_FIELDS = ("CPU_UTIL_PCT", "CPU_FREQ_MHZ", "MEM_USED_MB", "LOAD_AVG_1M")
+KEEP_S = 600.0  # samples older than this are dropped (a window is never that long)
+
+
+def check_fields(fields, supported, source: str) -> tuple:
+    """The requested fields (all supported ones when empty); an unknown name is a HaseError."""
+    fields = tuple(fields) if fields else tuple(supported)
+    for f in fields:
+        if f not in supported:
+            raise HaseError(f"metric '{f}' is not available from source '{source}' "
+                            f"(available: {', '.join(supported)})")
+    return fields
+
+
+def overlap_mean(samples, field: str, start: float, end: float) -> float:
+    """Mean of `field` over samples (t0, t1, values) overlapping [start, end], overlap-weighted."""
+    num = den = 0.0
+    for t0, t1, vals in samples:
+        v = vals.get(field)
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            continue
+        if end <= start:  # a point window: the sample that contains it
+            w = 1.0 if t0 <= start <= t1 else 0.0
+        else:
+            w = max(0.0, min(t1, end) - max(t0, start))
+        if w > 0:
+            num += w * v
+            den += w
+    return num / den if den > 0 else math.nan
+
+
+class Source:
+    """Interface: fields, start(), stop(), window(start, end) -> {field: value}; context manager."""
+    name = "source"
+    fields: tuple = ()
+
+    def start(self):
+        return self
+
+    def stop(self):
+        pass
+
+    def check(self):
+        """Raise HaseError now if the source cannot deliver (called before any measurement)."""
+
+    def window(self, start: float, end: float) -> dict:
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+
+class Sampler(Source):
+    """Background thread calling read() every period; read() returns {group: values} readings."""
+
+    def __init__(self, fields, supported, period_ms: float = 20.0):
+        self.fields = check_fields(fields, supported, self.name)
+        self.period_s = float(period_ms) / 1e3
+        self._samples = []          # (t0, t1, values)
+        self._last_t = {}           # group -> time of its latest sample
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = None
+        self._error = None
+
+    def read(self, now: float) -> dict:
+        """{group: (t0, values)}: readings taken now, each valid over [t0, now]."""
+        raise NotImplementedError
+
+    def _loop(self):
+        while not self._stop.is_set():
+            now = time.time()
+            try:
+                got = self.read(now)
+            except Exception as e:  # a driver error must not kill the thread silently: reported by window()
+                self._error = f"{type(e).__name__}: {e}"
+                got = {}
+            with self._lock:
+                for group, (t0, vals) in got.items():
+                    self._samples.append((t0, now, vals))
+                    self._last_t[group] = now
+                cut = now - KEEP_S
+                if self._samples and self._samples[0][1] < cut:
+                    self._samples = [s for s in self._samples if s[1] >= cut]
+            self._stop.wait(self.period_s)
+
+    def start(self):
+        if self._thread is None:
+            self._stop.clear()
+            self.read(time.time())  # primes interval counters (cpu_percent, GPM sample)
+            self._thread = threading.Thread(target=self._loop, name=f"hase-{self.name}", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(2.0)
+            self._thread = None
+
+    def window(self, start: float, end: float) -> dict:
+        if self._thread is None:
+            raise HaseError(f"metrics source '{self.name}' is not started")
+        # wait (bounded) until every group has a sample ending after the window
+        deadline = time.time() + 5 * self.period_s + 1.0
+        while time.time() < deadline:
+            with self._lock:
+                ready = self._last_t and all(t >= end for t in self._last_t.values())
+            if ready:
+                break
+            time.sleep(self.period_s / 4)
+        if self._error and not self._samples:
+            raise HaseError(f"metrics source '{self.name}' failed: {self._error}")
+        with self._lock:
+            samples = [s for s in self._samples if s[1] >= start and s[0] <= end]
+        return {f: overlap_mean(samples, f, start, end) for f in self.fields}
+
+
+class PsutilSampler(Sampler):
+    name = "psutil"
+
+    def __init__(self, fields=(), period_ms: float = 20.0):
+        import psutil
+        self._ps = psutil
+        self._prev_t = None
+        super().__init__(fields, PSUTIL_FIELDS, period_ms)
+
+    def read(self, now: float) -> dict:
+        ps = self._ps
+        util = ps.cpu_percent(interval=None)  # since the previous call: the interval [prev, now]
+        freq = ps.cpu_freq()
+        vals = {"CPU_UTIL_PCT": float(util),
+                "CPU_FREQ_MHZ": float(freq.current) if freq else math.nan,
+                "MEM_USED_MB": ps.virtual_memory().used / 1e6,
+                "LOAD_AVG_1M": os.getloadavg()[0]}
+        t0, self._prev_t = (self._prev_t if self._prev_t is not None else now), now
+        return {"cpu": (t0, vals)}
+
+
+class NvmlSampler(Sampler):
+    name = "nvml"
+
+    def __init__(self, fields=(), period_ms: float = 20.0, gpm_interval_ms: float = 100.0, device_id: int = 0):
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+            self._h = pynvml.nvmlDeviceGetHandleByIndex(int(device_id))
+        except Exception as e:  # ImportError, NVMLError_*: no usable NVML here
+            raise HaseError(f"NVML is not available ({type(e).__name__}: {str(e)[:120]}); "
+                            f"use --set metrics.source=psutil or prometheus")
+        self._nv = pynvml
+        self._prev_t = None
+        self.gpm_interval_s = float(gpm_interval_ms) / 1e3
+        super().__init__(fields, DCGM_FIELDS, period_ms)
+        self._gpm_fields = [f for f in self.fields if f in GPM_OF]
+        self._gpm_ok = bool(self._gpm_fields) and self._gpm_supported()
+        self._gpm_prev = None       # (time, sample)
+        self._gpm_spare = None
+
+    def _gpm_supported(self) -> bool:
+        try:
+            return bool(self._nv.nvmlGpmQueryDeviceSupport(self._h).isSupportedDevice)
+        except Exception:  # old driver / not Hopper: GPM fields read NaN
+            return False
+
+    def _nvml(self, fn, *args, scale=1.0) -> float:
+        try:
+            return float(fn(*args)) * scale
+        except Exception:  # one unsupported query (e.g. power on some boards) -> NaN, not a crash
+            return math.nan
+
+    def _fast(self) -> dict:
+        nv, h = self._nv, self._h
+        try:
+            u = nv.nvmlDeviceGetUtilizationRates(h)
+            gpu, mem = float(u.gpu), float(u.memory)
+        except Exception:  # see _nvml
+            gpu = mem = math.nan
+        return {"DCGM_FI_DEV_GPU_UTIL": gpu, "DCGM_FI_DEV_MEM_COPY_UTIL": mem,
+                "DCGM_FI_DEV_SM_CLOCK": self._nvml(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM),
+                "DCGM_FI_DEV_MEM_CLOCK": self._nvml(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_MEM),
+                "DCGM_FI_DEV_POWER_USAGE": self._nvml(nv.nvmlDeviceGetPowerUsage, h, scale=1e-3),
+                "DCGM_FI_DEV_FB_USED": self._nvml(lambda: nv.nvmlDeviceGetMemoryInfo(h).used, scale=1 / 2**20)}
+
+    def _gpm_metrics(self, s1, s2) -> dict:
+        nv = self._nv
+        mg = nv.c_nvmlGpmMetricsGet_t()
+        mg.version = nv.NVML_GPM_METRICS_GET_VERSION
+        mg.numMetrics = len(self._gpm_fields)
+        mg.sample1, mg.sample2 = s1, s2
+        for i, f in enumerate(self._gpm_fields):
+            mg.metrics[i].metricId = getattr(nv, GPM_OF[f])
+        nv.nvmlGpmMetricsGet(mg)
+        return {f: (mg.metrics[i].value / 100.0 if mg.metrics[i].nvmlReturn == 0 else math.nan)
+                for i, f in enumerate(self._gpm_fields)}
+
+    def _gpm(self, now: float):
+        """GPM metrics between the previous GPM sample and one taken now; None if not due."""
+        if not self._gpm_ok:
+            return None
+        if self._gpm_prev is not None and now - self._gpm_prev[0] < self.gpm_interval_s:
+            return None
+        nv = self._nv
+        try:
+            if self._gpm_prev is None:
+                s = nv.nvmlGpmSampleAlloc()
+                self._gpm_spare = nv.nvmlGpmSampleAlloc()
+                nv.nvmlGpmSampleGet(self._h, s)
+                self._gpm_prev = (now, s)
+                return None
+            t_prev, s_prev = self._gpm_prev
+            s_new = self._gpm_spare
+            nv.nvmlGpmSampleGet(self._h, s_new)
+            vals = self._gpm_metrics(s_prev, s_new)
+            self._gpm_prev, self._gpm_spare = (now, s_new), s_prev  # reuse the two buffers
+            return t_prev, vals
+        except Exception:  # GPM not usable after all (permissions, MIG): NaN from now on
+            self._gpm_ok = False
+            return None
+
+    def read(self, now: float) -> dict:
+        t0, self._prev_t = (self._prev_t if self._prev_t is not None else now), now
+        fast = self._fast()
+        if not self._gpm_ok:  # GPM fields requested but unsupported: NaN in the fast group
+            fast.update({f: math.nan for f in self._gpm_fields})
+        out = {"fast": (t0, fast)}
+        g = self._gpm(now)
+        if g is not None:
+            out["gpm"] = g
+        return out
+
+    def window(self, start: float, end: float) -> dict:
+        if not self._gpm_ok:  # never wait for a group that cannot come
+            with self._lock:
+                self._last_t.pop("gpm", None)
+        return super().window(start, end)
+
+    def stop(self):
+        super().stop()
+        for s in ((self._gpm_prev or (None, None))[1], self._gpm_spare):
+            if s is not None:
+                try:
+                    self._nv.nvmlGpmSampleFree(s)
+                except Exception:  # freeing at exit: nothing to do on failure
+                    pass
+        self._gpm_prev = self._gpm_spare = None
+
+
+class PrometheusSource(Source):
+    """Averages of PromQL queries over [start, end] from a Prometheus server's HTTP API."""
+    name = "prometheus"
+
+    def __init__(self, url: str, queries: dict, step_s: float = 1.0, fields=(), timeout_s: float = 5.0,
+                 lag_s: float = 0.0):
+        import requests
+        self._rq = requests
+        if not queries:
+            raise HaseError("metrics.prometheus.queries is empty: map each metric field to a PromQL query")
+        self.url = str(url).rstrip("/")
+        self.queries = dict(queries)
+        self.fields = check_fields(fields, tuple(self.queries), self.name)
+        self.step_s, self.timeout_s, self.lag_s = float(step_s), float(timeout_s), float(lag_s)
+
+    def _get(self, query: str, start: float, end: float) -> dict:
+        try:
+            r = self._rq.get(f"{self.url}/api/v1/query_range", timeout=self.timeout_s,
+                             params={"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}",
+                                     "step": f"{self.step_s:g}s"})
+        except self._rq.RequestException as e:
+            raise HaseError(f"Prometheus unreachable at {self.url} ({type(e).__name__})")
+        try:
+            body = r.json()
+        except ValueError:
+            raise HaseError(f"Prometheus at {self.url} answered HTTP {r.status_code} without JSON")
+        if r.status_code != 200 or body.get("status") != "success":
+            raise HaseError(f"Prometheus query '{query}' failed: {body.get('error', r.status_code)}")
+        return body
+
+    def query_mean(self, query: str, start: float, end: float) -> float:
+        """Mean of every value of every series the query returns over the window."""
+        body = self._get(query, start, max(end, start))
+        vals = [float(v) for series in body["data"]["result"] for _, v in series.get("values", [])]
+        vals = [v for v in vals if not math.isnan(v)]
+        if not body["data"]["result"]:
+            raise HaseError(f"Prometheus query '{query}' returned no series")
+        if not vals:
+            raise HaseError(f"Prometheus query '{query}' returned only NaN")
+        return float(np.mean(vals))
+
+    def check(self):
+        now = time.time()
+        for f in self.fields:
+            self.query_mean(self.queries[f], now - 5 * self.step_s, now)
+
+    def window(self, start: float, end: float) -> dict:
+        wait = end + self.lag_s - time.time()
+        if wait > 0:  # let the scrape after the window land first
+            time.sleep(wait)
+        return {f: self.query_mean(self.queries[f], start, end) for f in self.fields}
+
+
+def snapshot(source: Source, seconds: float) -> dict:
+    """Metrics of the next `seconds` (the caller is idle meanwhile): background load level."""
+    t0 = time.time()
+    time.sleep(max(0.0, float(seconds)))
+    return source.window(t0, time.time())
+
+
+def make_source(mcfg: dict, device: str, device_id: int = 0) -> Source:
+    """Source from the collector's `metrics` config: source auto = nvml on cuda, psutil on cpu."""
+    kind = mcfg.get("source", "auto")
+    if kind == "auto":
+        kind = "nvml" if device == "cuda" else "psutil"
+    fields = mcfg.get("fields") or ()
+    if kind == "nvml":
+        return NvmlSampler(fields, mcfg.get("sample_ms", 20), mcfg.get("gpm_interval_ms", 100), device_id)
+    if kind == "psutil":
+        return PsutilSampler(fields, mcfg.get("sample_ms", 20))
+    if kind == "prometheus":
+        pc = mcfg.get("prometheus", {})
+        return PrometheusSource(pc.get("url", ""), pc.get("queries", {}), pc.get("step_s", 1.0), fields,
+                                pc.get("timeout_s", 5.0), pc.get("lag_s", 0.0))
+    raise HaseError(f"unknown metrics source '{kind}' (auto, nvml, psutil or prometheus)")

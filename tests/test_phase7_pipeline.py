@@ -1,0 +1,136 @@
+"""The whole chain on CPU EP (real exports, sessions and measurements), then phase 7's predictor:
+metrics file, missing field, and a real Prometheus server scraping the DCGM-format exporter."""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run(args, home, check=True, timeout=900):
+    env = dict(os.environ, HASE_HOME=str(home))
+    p = subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    if check and p.returncode != 0:
+        raise AssertionError(f"{args} failed ({p.returncode}):\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}")
+    return p
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    h = tmp_path_factory.mktemp("pipe")
+    p = run(["-m", "utils.pipeline", "--device", "cpu"], h)
+    assert "pipeline done on cpu" in p.stdout
+    return h
+
+
+def slug_dir(root: Path) -> Path:
+    dirs = [d for d in root.iterdir() if d.is_dir()]
+    assert len(dirs) == 1, dirs
+    return dirs[0]
+
+
+def test_pipeline_outputs(home):
+    res = slug_dir(home / "benchmark" / "results")
+    import pandas as pd
+    k = pd.read_csv(res / "kernels.csv")
+    assert set(k["stress_level"]) == {0.0, 0.6} and (k["status"] == "ok").all()
+    assert (k["latency_ms"] > 0).all() and "bg_CPU_UTIL_PCT" in k
+    man = json.loads((slug_dir(home / "training" / "models") / "manifest.json").read_text())
+    assert man["metadata"]["data_sha256"] and man["features"]
+    ev = slug_dir(home / "evaluation")
+    summary = json.loads((ev / "summary.json").read_text())
+    assert summary["cases"] > 0 and "hase" in summary["by_condition"]
+    assert (ev / "pred_vs_actual.png").exists() and (ev / "error_cdf.png").exists()
+    assert list((home / "graph_model" / "model_DAG").glob("*.json"))
+
+
+def _predict(home, *extra, check=True):
+    model = sorted((home / "model_zoo" / "models").glob("resnet18_bs1_64x64.onnx"))[0]
+    return run(["inference/predict_model_latency.py", "--device", "cpu", "--model", str(model), *extra], home,
+               check=check)
+
+
+def test_predict_with_metrics_file(home, tmp_path):
+    snap = tmp_path / "snap.json"
+    snap.write_text(json.dumps({"CPU_UTIL_PCT": 5.0, "CPU_FREQ_MHZ": 2000, "MEM_USED_MB": 4000, "LOAD_AVG_1M": 0.3}))
+    out = tmp_path / "pred.json"
+    p = _predict(home, "--metrics-file", str(snap), "--json", str(out))
+    assert "predicted session.run" in p.stdout
+    res = json.loads(out.read_text())
+    assert res["total_ms"] > 0 and len(res["kernels"]) > 10 and res["load_source"].startswith("file")
+    busy = dict(json.loads(snap.read_text()), CPU_UTIL_PCT=95.0)
+    snap.write_text(json.dumps(busy))
+    _predict(home, "--metrics-file", str(snap), "--json", str(out))
+    assert json.loads(out.read_text())["busy"] == pytest.approx(0.95)
+
+
+def test_metrics_file_missing_field(home, tmp_path):
+    snap = tmp_path / "snap.json"
+    snap.write_text(json.dumps({"CPU_UTIL_PCT": 5.0}))
+    p = _predict(home, "--metrics-file", str(snap), check=False)
+    assert p.returncode == 2
+    last = p.stderr.strip().splitlines()[-1]
+    assert last.startswith("error:") and "CPU_FREQ_MHZ" in last and str(snap) in last
+
+
+def test_prometheus_down(home):
+    p = _predict(home, "--set", "prometheus.url=http://127.0.0.1:1", check=False)
+    assert p.returncode == 2 and "--metrics-file" in p.stderr.strip().splitlines()[-1]
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus binary not installed (.ci/run installs it)")
+def test_prometheus_end_to_end(home, tmp_path):
+    """exporter (fixed DCGM/CPU values) <- real Prometheus scrape <- predictor over the HTTP API."""
+    values = {"CPU_UTIL_PCT": 42.0, "CPU_FREQ_MHZ": 2100.0, "MEM_USED_MB": 5000.0, "LOAD_AVG_1M": 1.5,
+              "DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.42}
+    fixed = tmp_path / "fixed.json"
+    fixed.write_text(json.dumps(values))
+    eport, pport = _free_port(), _free_port()
+    exporter = subprocess.Popen([sys.executable, str(REPO / "inference" / "dcgm_exporter.py"), "--fixed", str(fixed),
+                                 "--port", str(eport)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    cfg = tmp_path / "prometheus.yml"
+    cfg.write_text(f"global: {{scrape_interval: 1s}}\nscrape_configs:\n  - job_name: hase\n"
+                   f"    static_configs: [{{targets: ['127.0.0.1:{eport}']}}]\n")
+    prom = subprocess.Popen(["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                             f"--web.listen-address=127.0.0.1:{pport}"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{pport}"
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                r = requests.get(f"{url}/api/v1/query", params={"query": "CPU_UTIL_PCT"}, timeout=2).json()
+                if r["data"]["result"]:
+                    break
+            except (requests.RequestException, ValueError, KeyError):
+                pass
+            time.sleep(1)
+        else:
+            pytest.fail("Prometheus never scraped the exporter")
+        out = tmp_path / "pred.json"
+        queries = {f: f"{f}{{{{{{selector}}}}}}" for f in values}
+        sets = ["--set", f"prometheus.url={url}", "--set", 'prometheus.selector=job="hase"',
+                "--set", "prometheus.lookback_s=5", "--set", f"prometheus.queries={json.dumps(queries)}"]
+        _predict(home, *sets, "--json", str(out))
+        res = json.loads(out.read_text())
+        assert res["load_source"].startswith("prometheus")
+        assert res["load"]["bg_CPU_UTIL_PCT"] == pytest.approx(42.0)
+        assert res["busy"] == pytest.approx(0.42)
+    finally:
+        for proc in (exporter, prom):
+            proc.terminate()
+            proc.wait(timeout=10)

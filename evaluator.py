@@ -22,7 +22,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from inference.predict_model_latency import BG, busy_of, load_calibration, predict_record, whole_model_ms  # noqa: E402
+from inference.predict_model_latency import BG, load_calibration, predict_record, whole_model_ms  # noqa: E402
 from utils import paths  # noqa: E402
 from utils.config import base_parser, resolve, save_resolved  # noqa: E402
 from utils.errors import HaseError, run_main  # noqa: E402

@@ -107,10 +107,7 @@ def load_kernel_index(device: str) -> tuple:
     idx_path = d / "index.json"
     if not idx_path.exists():
         raise HaseError("no kernel index (run phase 3: kernel_model/kernel_builder.py)", idx_path)
-    try:
-        index = json.loads(idx_path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise HaseError(f"not a readable kernel index ({type(e).__name__})", idx_path)
+    index = paths.read_json(idx_path, "kernel index")
     if index.get("device") not in (None, device):
         raise HaseError(f"kernels were built for {index['device']}, target is {device} "
                         f"(rebuild them with kernel_builder.py --device {device})", idx_path)

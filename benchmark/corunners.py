@@ -16,7 +16,6 @@ is stressor.LoadProcess. Knob 0 starts no process.
 """
 import argparse
 import os
-import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmark.stressor import ManagedLoad, check_intensity, duty_cycle, guard_child, signal_ready  # noqa: E402
+from benchmark.stressor import ManagedLoad, check_intensity, duty_cycle, guard_child, idle, signal_ready  # noqa: E402
 from utils.errors import HaseError, run_main  # noqa: E402
 
 
@@ -202,11 +201,7 @@ def main() -> int:
     if args.parent_pid is not None:
         guard_child(args.parent_pid)
     if knob == 0:
-        signal_ready()
-        if args.duration > 0:
-            time.sleep(args.duration)
-        else:
-            signal.pause()
+        idle(args.duration)
         return 0
     WORKLOADS[args.name](knob, args.device, args.device_id, args.duration)
     return 0

@@ -75,6 +75,15 @@ def signal_ready() -> None:
     print(f"{READY} {os.getpid()}", flush=True)
 
 
+def idle(duration_s: float) -> None:
+    """A load of level 0: report ready, then hold no GPU until the duration ends or it is stopped."""
+    signal_ready()
+    if duration_s > 0:
+        time.sleep(duration_s)
+    else:
+        signal.pause()
+
+
 def duty_cycle(step, intensity: float, period_s: float, duration_s: float = 0.0) -> None:
     """Call step() (synchronous) for intensity*period_s of every period; sleep the rest."""
     t_end = time.monotonic() + duration_s if duration_s > 0 else float("inf")
@@ -265,11 +274,7 @@ def main() -> int:
     if args.parent_pid is not None:
         guard_child(args.parent_pid)
     if intensity == 0:
-        signal_ready()
-        if args.duration > 0:
-            time.sleep(args.duration)
-        else:
-            signal.pause()
+        idle(args.duration)
         return 0
     step = cuda_step(args.mode, args.size, args.device_id) if args.device == "cuda" else cpu_step(args.mode, args.size)
     signal_ready()

@@ -81,10 +81,7 @@ RUN_MARKER = "hase_ort_run"                # record_function around each timed s
 def load_profile_events(path) -> list:
     """ORT writes a JSON list of Chrome-trace events (some tools wrap it in {'traceEvents': [...]})."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise HaseError(f"not a readable ORT profile ({type(e).__name__})", path)
+    data = paths.read_json(path, "ORT profile")
     events = data.get("traceEvents", []) if isinstance(data, dict) else data
     if not isinstance(events, list):
         raise HaseError("not an ORT profile (no event list)", path)

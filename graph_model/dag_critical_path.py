@@ -10,7 +10,6 @@ calculate_latency: ORT's sequential executor runs one kernel at a time on one st
 model latency is the sum over the topological order. critical_path: the longest path, i.e. the
 latency if independent branches could overlap perfectly; a lower bound, for comparison.
 """
-import glob
 import json
 import math
 import sys
@@ -39,10 +38,7 @@ def load_record(path) -> dict:
     path = Path(path)
     if not path.exists():
         raise HaseError("file not found", path)
-    try:
-        rec = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise HaseError(f"not a readable kernel record ({type(e).__name__})", path)
+    rec = paths.read_json(path, "kernel record")
     if not isinstance(rec, dict) or "kernels" not in rec or "edges" not in rec:
         raise HaseError("not a kernel record (no 'kernels'/'edges')", path)
     return rec
@@ -119,10 +115,7 @@ def dag_to_json(dag: nx.DiGraph) -> dict:
 
 def load_dag(path) -> nx.DiGraph:
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise HaseError(f"not a readable DAG file ({type(e).__name__})", path)
+    data = paths.read_json(path, "DAG file")
     return nx.node_link_graph(data, directed=True, edges="edges")
 
 
@@ -130,30 +123,10 @@ def dag_path(model: str, device: str) -> Path:
     return paths.dag_dir() / f"{model}.{device}.json"
 
 
-def list_records(cfg_records: list, device: str) -> list:
-    if cfg_records:
-        out = []
-        for pat in cfg_records:
-            hits = sorted(Path(h) for h in glob.glob(str(pat)))
-            if not hits:
-                raise HaseError("file not found", pat)
-            out.extend(hits)
-        return out
-    d = paths.kernel_record_dir()
-    devices = ["cpu", "cuda"] if device == "auto" else [device]
-    hits = sorted(p for dev in devices for p in d.glob(f"*.{dev}.json")) if d.is_dir() else []
-    if not hits:
-        raise HaseError(f"no kernel records for {device} (run phase 2 first)", d)
-    return hits
-
-
 def read_node_times(path) -> dict:
     """{kernel id: ms} from a JSON file: a plain mapping, or {'node_ms': mapping}."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise HaseError(f"not a readable node-times JSON ({type(e).__name__})", path)
+    data = paths.read_json(path, "node-times JSON")
     data = data.get("node_ms", data) if isinstance(data, dict) else None
     if not isinstance(data, dict):
         raise HaseError("node times must be a JSON object {kernel id: ms}", path)
@@ -167,7 +140,7 @@ def main() -> int:
     args = p.parse_args()
     cfg = from_args(args, DEFAULTS)
     log = get_logger("graph_model", args.log_level)
-    records = list_records([str(r) for r in args.record] if args.record else cfg["records"], cfg["device"])
+    records = paths.kernel_records([str(r) for r in args.record] if args.record else cfg["records"], cfg["device"])
     times = read_node_times(args.node_times) if args.node_times else None
     for rp in records:
         dag = build_dag(load_record(rp))

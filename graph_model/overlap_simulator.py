@@ -51,10 +51,7 @@ def as_dag(dag_or_record) -> nx.DiGraph:
     if isinstance(dag_or_record, dict):
         return build_dag(dag_or_record)
     path = Path(dag_or_record)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise HaseError(f"not a readable record or DAG ({type(e).__name__})", path)
+    data = paths.read_json(path, "record or DAG")
     return build_dag(load_record(path)) if isinstance(data, dict) and "kernels" in data else load_dag(path)
 
 
@@ -262,10 +259,7 @@ def host_us_from_node_times(node_times, dag_or_record, **filters) -> dict:
 def read_times(path) -> tuple:
     """(host_us, gpu_us) from JSON {'host_us': {id: us} | number, 'gpu_us': {id: us} | number}."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise HaseError(f"not a readable times JSON ({type(e).__name__})", path)
+    data = paths.read_json(path, "times JSON")
     if not isinstance(data, dict) or "host_us" not in data:
         raise HaseError("times JSON needs 'host_us' (and 'gpu_us' on CUDA)", path)
     return data["host_us"], data.get("gpu_us")

@@ -40,10 +40,7 @@ BUSY_FIELDS = ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "CPU_UTIL_PCT")  # neighbour act
 # ---------- load sources ----------
 def load_from_file(path) -> dict:
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise HaseError(f"not a readable metrics snapshot ({type(e).__name__})", path)
+    data = paths.read_json(path, "metrics snapshot")
     if not isinstance(data, dict):
         raise HaseError("metrics snapshot must be a JSON object {field: value}", path)
     data = data.get("metrics", data)

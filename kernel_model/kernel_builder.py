@@ -8,7 +8,6 @@ constant inputs (shapes, axes) with their recorded values. Files are named
 <type>_<shape signature>.onnx in kernel_model/kernel_onnx/; a kernel that several models share
 is built once. index.json lists every kernel with its features and the instances that use it.
 """
-import glob
 import json
 import sys
 import time
@@ -127,27 +126,8 @@ def kernel_build(record: dict, device: str, cfg: dict, out_dir: Path = None, ind
     return index
 
 
-def list_records(cfg_records: list, device: str) -> list:
-    if cfg_records:
-        out = []
-        for pat in cfg_records:
-            hits = sorted(Path(h) for h in glob.glob(str(pat)))
-            if not hits:
-                raise HaseError("file not found", pat)
-            out.extend(hits)
-        return out
-    d = paths.kernel_record_dir()
-    hits = sorted(d.glob(f"*.{device}.json")) if d.is_dir() else []
-    if not hits:
-        raise HaseError(f"no kernel records for {device} (run phase 2 first)", d)
-    return hits
-
-
 def load_record(path: Path) -> dict:
-    try:
-        rec = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise HaseError(f"not a readable kernel record ({type(e).__name__})", path)
+    rec = paths.read_json(path, "kernel record")
     if not isinstance(rec, dict) or "kernels" not in rec or "opsets" not in rec:
         raise HaseError("not a kernel record (no 'kernels'/'opsets')", path)
     return rec
@@ -160,7 +140,7 @@ def main() -> int:
     cfg = from_args(args, DEFAULTS)
     log = get_logger("kernel_model", args.log_level)
     device = resolve_device(cfg["device"])
-    records = list_records([str(r) for r in args.record] if args.record else cfg["records"], device)
+    records = paths.kernel_records([str(r) for r in args.record] if args.record else cfg["records"], device)
     out_dir = paths.kernel_onnx_dir()
     index_path = out_dir / INDEX
     index = json.loads(index_path.read_text()) if index_path.exists() else {"kernels": {}}

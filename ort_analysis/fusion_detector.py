@@ -7,7 +7,6 @@ Output: ort_analysis/ort_kernel_record/<model>.<ep>.json with kernels (id, type,
 shapes, dtypes, FLOPs, bytes, source nodes, EP) and the edges between kernels; plus
 summary_<ep>.json with kernel-type counts per model.
 """
-import glob
 import hashlib
 import json
 import sys
@@ -25,7 +24,7 @@ from utils.config import base_parser, from_args, save_resolved  # noqa: E402
 from utils.errors import HaseError, run_main  # noqa: E402
 from utils.kernel_registry import canonical_type, instance_id, is_known, spec  # noqa: E402
 from utils.logger import get_logger  # noqa: E402
-from utils.onnx_io import load_model  # noqa: E402
+from utils.onnx_io import load_model, nbytes  # noqa: E402
 from utils.ort_session import provenance, resolve_device  # noqa: E402
 
 NCHWC_SUFFIX = "_nchwc"  # ORT's NchwcTransformer names a node '<original output>_nchwc'
@@ -198,7 +197,6 @@ def build_record(model_path, device: str, cfg: dict, log=None) -> dict:
     for k in kernels:
         for e in k["inputs"]:
             if e and e["role"] == "activation" and e["name"] in producer_of:
-                from utils.onnx_io import nbytes
                 edges.append({"src": producer_of[e["name"]], "dst": k["id"], "tensor": e["name"],
                               "bytes": nbytes(e["shape"] or [], e["dtype"] or "float32")})
     n_orig = len([n for n in orig.graph.node if n.op_type != "Constant"])
@@ -226,13 +224,7 @@ def list_models(cfg_models: list) -> list:
         if not d.is_dir():
             raise HaseError("no models folder (run phase 1 first)", d)
         return sorted(p for p in d.glob("*.onnx") if ".opt." not in p.name)
-    out = []
-    for pat in cfg_models:
-        hits = sorted(Path(h) for h in glob.glob(str(pat)))
-        if not hits:
-            raise HaseError("file not found", pat)
-        out.extend(hits)
-    return out
+    return paths.expand_globs(cfg_models)
 
 
 def main() -> int:

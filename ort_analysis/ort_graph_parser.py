@@ -14,7 +14,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
 from onnx import numpy_helper  # noqa: E402
 
 from utils import paths  # noqa: E402

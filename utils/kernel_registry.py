@@ -119,7 +119,7 @@ def is_known(op_type: str) -> bool:
     return op_type in OPS
 
 
-def canonical_type(op_type: str, attrs: dict, n_data_inputs_with_sum: int = 0, has_sum: bool = False) -> str:
+def canonical_type(op_type: str, attrs: dict, has_sum: bool = False) -> str:
     """Canonical kernel type of one optimized node.
 
     has_sum: the node adds a residual tensor in its epilogue (FusedConv's Z input, nchwc Conv's

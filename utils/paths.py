@@ -3,9 +3,13 @@
 HASE_HOME relocates all generated artifacts (tests point it at a temp dir); code and
 committed results stay in the repository.
 """
+import glob
+import json
 import os
 import re
 from pathlib import Path
+
+from utils.errors import HaseError
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -85,3 +89,34 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_bytes(data)
     os.replace(tmp, path)
+
+
+def expand_globs(patterns) -> list:
+    """Files matching each pattern, in order; a pattern that matches nothing is an error."""
+    out = []
+    for pat in patterns:
+        hits = sorted(Path(h) for h in glob.glob(str(pat)))
+        if not hits:
+            raise HaseError("file not found", pat)
+        out.extend(hits)
+    return out
+
+
+def kernel_records(patterns, device: str) -> list:
+    """Phase 2 record files: the given patterns, else every record of `device` ('auto': cpu and cuda)."""
+    if patterns:
+        return expand_globs(patterns)
+    d = kernel_record_dir()
+    devices = ["cpu", "cuda"] if device == "auto" else [device]
+    hits = sorted(p for dev in devices for p in d.glob(f"*.{dev}.json")) if d.is_dir() else []
+    if not hits:
+        raise HaseError(f"no kernel records for {device} (run phase 2 first)", d)
+    return hits
+
+
+def read_json(path, what: str):
+    """Parsed JSON of a file; unreadable or invalid -> HaseError 'not a readable <what>'."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise HaseError(f"not a readable {what} ({type(e).__name__})", path)

@@ -1,14 +1,22 @@
 """Phase 7.2: compare predicted with measured session.run latency.
 
-  python evaluator.py model.onnx|models_dir [--device] [--set levels=[0,0.6]]     live: measure + predict
-  python evaluator.py --from-csv benchmark/results/<gpu>/models.csv --records DIR  offline, from phase 4 data
-  ... --fit-calibration                                                          fit a, b, c (seed 000's α·Σ+β)
+  python evaluator.py model.onnx|models_dir [--device] [--set levels=[0,0.6]]      live: measure + predict
+  python evaluator.py --from-csv benchmark/results/<gpu>/models.csv [--from-csv more.csv] [--records DIR]
+                      [--fit]                                                        offline, phase 4 data
 
-Each case: model, bs, res, load, predicted, actual, error %. Baselines beside Hase's estimate:
-  sum_ort_kernel_time  Σ ORT profiler _kernel_time (host time on CUDA EP; seeds 000/001)
-  sum_standalone       Σ predicted standalone kernel latencies (nn-Meter style; the predictor's target)
-  hase                 a·Σ + b + c·n_kernels·busy + d·MB copied, calibrated on measured models
-Outputs (evaluation/<device slug>/ or --out): cases.csv, summary.json, pred_vs_actual.png, error_cdf.png.
+--fit fits Hase's whole-model timeline model (inference/timeline_model.py) on the training cases
+only: architectures in `train_archs` under the loads in `train_loads` (the plan's stressor); it is
+saved to inference/results/<slug>/timeline_model.json, which predict_model_latency.py reads.
+Every other case is a test: held-out architectures, and held-out neighbours (co-runners).
+
+Each case: model, bs, res, load, predicted, actual, error %. Estimators in every report:
+  hase                 timeline model (host dispatch / GPU stream / copies) + time-slice interference
+  hase_ignore_load     the same model at idle load ("ignore the load" baseline of the neighbour issue)
+  sum_standalone       Σ predicted standalone kernel latencies (nn-Meter style)
+  alpha_sum_beta       α·Σ + β fitted on the training cases (seed 000's proposal)
+  sum_ort_kernel_time  Σ ORT profiler _kernel_time as measured (host time on CUDA EP; seeds 000/001)
+Outputs (evaluation/<slug>/ or --out): cases.csv, summary.json, pred_vs_actual.png, error_cdf.png,
+slowdown_heldout.png (predicted vs measured slowdown under held-out neighbours).
 """
 import json
 import sys
@@ -22,17 +30,21 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from inference.predict_model_latency import BG, load_calibration, predict_record, whole_model_ms  # noqa: E402
+from inference import timeline_model as tm  # noqa: E402
+from inference.predict_model_latency import BG, load_timeline_model, prepare_record  # noqa: E402
 from utils import paths  # noqa: E402
 from utils.config import base_parser, resolve, save_resolved  # noqa: E402
 from utils.errors import HaseError, run_main  # noqa: E402
 from utils.logger import get_logger  # noqa: E402
 from utils.ort_session import device_slug, provenance, resolve_device  # noqa: E402
 
-DEFAULTS = {"device": "auto", "predictor_dir": "", "calibration": "", "levels": [0.0], "stressor_mode": "matmul",
-            "settle_s": 2.0, "bg_sample_s": 0.3, "warmup": 10, "budget_ms": 500, "min_loops": 10, "max_loops": 2000,
-            "calibration_models": [], "pin_dims": {}, "seed": 0}
-ESTIMATORS = ["hase", "sum_standalone", "sum_ort_kernel_time"]
+DEFAULTS = {"device": "auto", "predictor_dir": "", "timeline_model": "", "bandwidth_table": "",
+            "levels": [0.0], "stressor_mode": "matmul", "settle_s": 2.0, "bg_sample_s": 0.3, "warmup": 10,
+            "budget_ms": 500, "min_loops": 10, "max_loops": 2000,
+            "train_archs": [], "train_loads": ["stressor-matmul"], "gpu_floor_frac": 0.2,
+            "fit_idle": ["c0_us", "kappa"], "fit_copy": ["copy_scale"], "fit_load": ["alpha", "beta_us"],
+            "pin_dims": {}, "seed": 0}
+ESTIMATORS = ["hase", "hase_ignore_load", "sum_standalone", "alpha_sum_beta", "sum_ort_kernel_time"]
 
 
 def arch_of(model: str) -> str:
@@ -52,128 +64,164 @@ def error_pct(pred, actual):
     return (np.asarray(pred, float) - np.asarray(actual, float)) / np.asarray(actual, float) * 100.0
 
 
-def summarize(df: pd.DataFrame, by: str = "condition") -> dict:
+def metrics(pred, actual) -> dict:
+    e = np.abs(error_pct(pred, actual))
+    e = e[np.isfinite(e)]
+    if not len(e):
+        return {}
+    return {"n": int(len(e)), "MAPE_pct": float(np.mean(e)), "RMSPE_pct": float(np.sqrt(np.mean(e ** 2))),
+            "within_5pct": float(np.mean(e <= 5)), "within_10pct": float(np.mean(e <= 10)),
+            "within_15pct": float(np.mean(e <= 15))}
+
+
+def summarize(df: pd.DataFrame, by: str) -> dict:
     out = {}
     for est in ESTIMATORS:
         col = f"{est}_ms"
         if col not in df or df[col].isna().all():
             continue
         for cond, g in [("all", df)] + list(df.groupby(by)):
-            e = np.abs(error_pct(g[col], g["actual_ms"]))
-            e = e[np.isfinite(e)]
-            if len(e) == 0:
-                continue
-            out.setdefault(est, {})[str(cond)] = {
-                "n": int(len(e)), "MAPE_pct": float(np.mean(e)),
-                "RMSPE_pct": float(np.sqrt(np.mean(e ** 2))),
-                "within_5pct": float(np.mean(e <= 5)), "within_10pct": float(np.mean(e <= 10)),
-                "within_15pct": float(np.mean(e <= 15))}
+            m = metrics(g[col], g["actual_ms"])
+            if m:
+                out.setdefault(est, {})[str(cond)] = m
     return out
 
 
-def fit_calibration(df: pd.DataFrame) -> dict:
-    """Least squares of actual = a·Σ + b + c·n_kernels·busy + d·MB over measured cases."""
-    X = np.column_stack([df["sum_standalone_ms"], np.ones(len(df)), df["n_kernels"] * df["busy"], df["io_mb"]])
-    # relative least squares: every case counts by its percentage error, not its milliseconds
-    w = 1.0 / df["actual_ms"].to_numpy()
-    coef, *_ = np.linalg.lstsq(X * w[:, None], df["actual_ms"].to_numpy() * w, rcond=None)
-    return {"coef": {"a": float(coef[0]), "b": float(coef[1]), "c": float(coef[2]), "d": float(coef[3])},
-            "n_cases": int(len(df)),
-            "models": sorted(df["model"].unique().tolist())}
+# ---------- data -> cases ----------
+def node_times_beside(csv_path: Path):
+    for name in ("node_times.csv", "node_times.csv.gz"):
+        if (csv_path.parent / name).exists():
+            return pd.read_csv(csv_path.parent / name)
+    return None
 
 
-def apply_calibration(df: pd.DataFrame, calib) -> pd.Series:
-    return pd.Series([whole_model_ms(s, n, b, calib, mb) for s, n, b, mb in
-                      zip(df["sum_standalone_ms"], df["n_kernels"], df["busy"], df["io_mb"])], index=df.index)
+def find_record(records_dir: Path, model: str, device: str) -> dict:
+    for name in (f"{model}.{device}.json", f"{model}.{device}.json.gz"):
+        if (records_dir / name).exists():
+            from graph_model.dag_critical_path import load_record
+            return load_record(records_dir / name)
+    raise HaseError(f"no kernel record for model {model} (phase 2)", records_dir)
 
 
-def leave_one_arch_out(df: pd.DataFrame) -> dict:
+def read_cases(csv_paths: list, records_dir: Path, device: str, cfg: dict) -> tuple:
+    """(cases DataFrame with measurements and load columns, {model: record}, node_times DataFrame)."""
+    frames, nts = [], []
+    for i, path in enumerate(csv_paths):
+        if not path.exists():
+            raise HaseError("file not found", path)
+        df = pd.read_csv(path)
+        for col in ("model", "load", "stress_level", "latency_e2e_ms_median"):
+            if col not in df:
+                raise HaseError(f"no column '{col}' (not a phase 4 models.csv)", path)
+        df = df[df["status"] == "ok"] if "status" in df else df
+        df = df.assign(session=i, source=str(path))
+        frames.append(df)
+        nt = node_times_beside(path)
+        if nt is not None:
+            nts.append(nt)
+    df = pd.concat(frames, ignore_index=True)
+    records = {m: find_record(records_dir, m, device) for m in sorted(df["model"].unique())}
+    train_archs = set(cfg["train_archs"]) or set(df["model"].map(arch_of))
+    idle = (df["stress_level"] == 0) & df["load"].isin(cfg["train_loads"])
+    df["arch"] = df["model"].map(arch_of)
+    df["bs"], df["res"] = zip(*df["model"].map(shape_of))
+    df["condition"] = np.where(idle, "idle", df["load"] + "@" + df["stress_level"].map("{:g}".format))
+    df["load_split"] = np.where(idle, "idle", np.where(df["load"].isin(cfg["train_loads"]), "training load",
+                                                       "held-out neighbour"))
+    df["model_split"] = np.where(df["arch"].isin(train_archs), "training arch", "held-out arch")
+    df["is_train"] = df["arch"].isin(train_archs) & df["load"].isin(cfg["train_loads"])
+    df["actual_ms"] = df["latency_e2e_ms_median"].astype(float)
+    df["actual_device_ms"] = df.get("latency_device_ms_median", np.nan)
+    df["sum_ort_kernel_time_ms"] = df.get("ort_kernel_time_sum_ms", np.nan)
+    node_times = pd.concat(nts, ignore_index=True) if nts else None
+    return df, records, node_times
+
+
+def build_timeline_model(df, records, node_times, predictor, bw, cfg, log) -> tuple:
+    """Fit the timeline model on the training cases; returns (model, preps)."""
+    train = df[df["is_train"]]
+    if train.empty:
+        raise HaseError("no training cases (train_archs under train_loads) to fit on")
+    if node_times is None:
+        raise HaseError("no node_times.csv beside the training models.csv (phase 4 writes it)")
+    lf = predictor.load_fields
+    idle_rows = train[train["stress_level"] == 0]
+    idle_load = {f: float(idle_rows[f].median()) for f in lf}
+    meta = predictor.manifest.get("metadata", {})
+    if "standalone_overhead_us" not in meta:
+        raise HaseError("the kernel predictor predates standalone_overhead_us: retrain it (phase 5)")
+    clocks = idle_rows[BG + tm.CLOCK] if BG + tm.CLOCK in idle_rows else pd.Series(dtype=float)
+    model = {"host_table": tm.host_table(node_times, {m: records[m] for m in train["model"].unique()}),
+             "standalone_overhead_us": float(meta["standalone_overhead_us"]),
+             "gpu_floor_frac": float(cfg["gpu_floor_frac"]), "bandwidth": bw, "idle_load": idle_load,
+             "idle_clock_mhz": float(clocks.median()) if clocks.notna().any() else 0.0}
+    preps = {m: prepare_record(records[m], predictor, model) for m in df["model"].unique()}
+    p = dict(tm.DEFAULT_PARAMS)
+
+    def cases(rows, col):
+        return [(preps[r["model"]], r, float(r[col])) for _, r in rows.iterrows() if np.isfinite(float(r[col]))]
+    clk = model["idle_clock_mhz"]
+    if cfg["fit_idle"]:
+        p = tm.fit_params(cases(idle_rows, "actual_device_ms"), clk, tuple(cfg["fit_idle"]), p, copies=False)
+    if cfg["fit_copy"]:
+        p = tm.fit_params(cases(idle_rows, "actual_ms"), clk, tuple(cfg["fit_copy"]), p)
+    loaded = train[train["stress_level"] > 0]
+    if cfg["fit_load"] and not loaded.empty:
+        p = tm.fit_params(cases(loaded, "actual_ms"), clk, tuple(cfg["fit_load"]), p)
+    model["params"] = p
+    model["fitted_on"] = {"cases": int(len(train)), "models": sorted(train["model"].unique().tolist()),
+                          "loads": sorted(train["condition"].unique().tolist())}
+    log.info("timeline model: %s", ", ".join(f"{k}={v:.4g}" for k, v in p.items()))
+    return model, preps
+
+
+def predict_cases(df: pd.DataFrame, preps: dict, model: dict, predictor) -> pd.DataFrame:
+    p, clk = model["params"], model["idle_clock_mhz"]
+    idle = model["idle_load"]
+    df = df.copy()
+    df["hase_ms"] = [tm.predict_ms(preps[m], p, r, clk) for m, (_, r) in zip(df["model"], df.iterrows())]
+    df["hase_ignore_load_ms"] = [tm.predict_ms(preps[m], p, idle, clk) for m in df["model"]]
+    df["sum_standalone_ms"] = [preps[m]["standalone_sum_ms"] for m in df["model"]]
+    train = df[df["is_train"]]
+    X = np.column_stack([train["sum_standalone_ms"], np.ones(len(train))])
+    w = 1.0 / train["actual_ms"].to_numpy()
+    (a, b), *_ = np.linalg.lstsq(X * w[:, None], train["actual_ms"].to_numpy() * w, rcond=None)
+    df["alpha_sum_beta_ms"] = a * df["sum_standalone_ms"] + b
+    df["error_pct"] = error_pct(df["hase_ms"], df["actual_ms"])
+    return df
+
+
+def slowdowns(df: pd.DataFrame) -> pd.DataFrame:
+    """Measured and predicted slowdown of each loaded case against the same session's idle case."""
+    idle = df[df["condition"] == "idle"].set_index(["session", "model"])
+    rows = df[df["condition"] != "idle"]
+    keys = list(zip(rows["session"], rows["model"]))
+    ok = [k in idle.index for k in keys]
+    rows = rows[ok]
+    ii = idle.loc[[k for k, o in zip(keys, ok) if o]]
+    out = rows[["model", "condition", "load_split", "model_split"]].copy()
+    out["measured"] = rows["actual_ms"].to_numpy() / ii["actual_ms"].to_numpy()
+    out["predicted"] = rows["hase_ms"].to_numpy() / ii["hase_ms"].to_numpy()
+    out["error_pct"] = error_pct(out["predicted"], out["measured"])
+    return out
+
+
+def leave_one_arch_out(df, records, node_times, predictor, bw, cfg, log) -> dict:
+    """Refit the timeline model without one training architecture and predict it (kernel regressors
+    are not retrained: see the report)."""
     out = {}
-    for arch in sorted(df["arch"].unique()):
-        train, test = df[df["arch"] != arch], df[df["arch"] == arch]
-        if train["arch"].nunique() < 1 or len(train) < 3:
+    for arch in sorted(df.loc[df["is_train"], "arch"].unique()):
+        sub = df.assign(is_train=df["is_train"] & (df["arch"] != arch))
+        if not sub["is_train"].any():
             continue
-        pred = apply_calibration(test, fit_calibration(train))
-        e = np.abs(error_pct(pred, test["actual_ms"]))
-        out[arch] = {"n": int(len(test)), "MAPE_pct": float(np.mean(e)), "within_10pct": float(np.mean(e <= 10))}
+        model, preps = build_timeline_model(sub, records, node_times, predictor, bw, cfg, log)
+        test = predict_cases(sub[sub["arch"] == arch], preps, model, predictor)
+        out[arch] = metrics(test["hase_ms"], test["actual_ms"])
     return out
 
 
-def plots(df: pd.DataFrame, out_dir: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(5, 5))
-    for est in ESTIMATORS:
-        if f"{est}_ms" in df and df[f"{est}_ms"].notna().any():
-            ax.scatter(df["actual_ms"], df[f"{est}_ms"], s=12, label=est)
-    lim = [df["actual_ms"].min() * 0.8, df["actual_ms"].max() * 1.2]
-    ax.plot(lim, lim, "k--", lw=1)
-    ax.set(xscale="log", yscale="log", xlabel="measured ms", ylabel="predicted ms", title="predicted vs measured")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out_dir / "pred_vs_actual.png", dpi=110)
-    plt.close(fig)
-    fig, ax = plt.subplots(figsize=(5, 4))
-    for est in ESTIMATORS:
-        if f"{est}_ms" in df and df[f"{est}_ms"].notna().any():
-            e = np.sort(np.abs(error_pct(df[f"{est}_ms"], df["actual_ms"])))
-            ax.plot(e, np.arange(1, len(e) + 1) / len(e), label=est)
-    ax.axvline(10, color="grey", ls=":")
-    ax.set(xscale="log", xlabel="|error| %", ylabel="fraction of cases", title="error CDF")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out_dir / "error_cdf.png", dpi=110)
-    plt.close(fig)
-
-
-def print_table(df: pd.DataFrame, summary: dict) -> None:
-    print(f"{'model':28s} {'bs':>4s} {'res':>8s} {'load':>18s} {'predicted':>10s} {'actual':>10s} {'error%':>8s}")
-    for _, r in df.iterrows():
-        print(f"{r['model'][:28]:28s} {str(r['bs']):>4s} {str(r['res']):>8s} {str(r['condition'])[:18]:>18s} "
-              f"{r['hase_ms']:10.3f} {r['actual_ms']:10.3f} {error_pct(r['hase_ms'], r['actual_ms']):8.1f}")
-    for est, conds in summary.items():
-        for cond, m in conds.items():
-            print(f"  {est:20s} {cond:22s} n={m['n']:3d}  MAPE {m['MAPE_pct']:6.1f}%  "
-                  f"±10% {100 * m['within_10pct']:5.1f}%")
-
-
-# ---------- case building ----------
-def predict_case(record: dict, predictor, load: dict, calib) -> dict:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        r = predict_record(record, predictor, load, calib)
-    return {"sum_standalone_ms": r["kernel_sum_ms"], "n_kernels": r["n_kernels"], "busy": r["busy"],
-            "io_mb": r["io_mb"]}
-
-
-def cases_from_csv(csv_path: Path, records_dir: Path, device: str, predictor, calib) -> pd.DataFrame:
-    if not csv_path.exists():
-        raise HaseError("file not found", csv_path)
-    df = pd.read_csv(csv_path)
-    if "status" in df:
-        df = df[df["status"] == "ok"]
-    rows = []
-    for _, r in tqdm(df.iterrows(), total=len(df), desc="predict", unit="case"):
-        rp = records_dir / f"{r['model']}.{device}.json"
-        if not rp.exists():
-            raise HaseError(f"no kernel record for model {r['model']}", rp)
-        rec = json.loads(rp.read_text())
-        load = {f: float(r[f]) for f in predictor.load_fields if f in r}
-        missing = [f for f in predictor.load_fields if f not in r]
-        if missing:
-            raise HaseError(f"load field '{missing[0]}' missing from the data", csv_path)
-        bs, res = shape_of(r["model"])
-        rows.append({"model": r["model"], "arch": arch_of(r["model"]), "bs": bs, "res": res,
-                     "condition": r.get("load", f"stress {r.get('stress_level')}"),
-                     "stress_level": r.get("stress_level"), "actual_ms": float(r["latency_e2e_ms_median"]),
-                     "sum_ort_kernel_time_ms": float(r["ort_kernel_time_sum_ms"]) if "ort_kernel_time_sum_ms" in r
-                     and pd.notna(r["ort_kernel_time_sum_ms"]) else np.nan,
-                     **predict_case(rec, predictor, load, calib)})
-    return pd.DataFrame(rows)
-
-
-def cases_live(targets: list, device: str, cfg: dict, predictor, calib, log) -> pd.DataFrame:
+# ---------- live ----------
+def cases_live(targets: list, device: str, cfg: dict, predictor, model, log) -> pd.DataFrame:
     from benchmark.gpu_metrics import make_source, snapshot
     from benchmark.ort_kernel_runner import measure, profile_node_times
     from benchmark.stressor import Stressor
@@ -181,8 +229,9 @@ def cases_live(targets: list, device: str, cfg: dict, predictor, calib, log) -> 
     from utils.onnx_io import dummy_feed
     from utils.ort_session import make_session
     fields = [f[len(BG):] for f in predictor.load_fields]
-    rows = []
     records = {t: analyse(t, device, cfg) for t in tqdm(targets, desc="analyse", unit="model")}
+    preps = {t: prepare_record(records[t], predictor, model) for t in targets}
+    rows = []
     for level in cfg["levels"]:
         with Stressor(float(level), cfg["stressor_mode"], device):
             time.sleep(cfg["settle_s"] if level > 0 else 0)
@@ -197,35 +246,131 @@ def cases_live(targets: list, device: str, cfg: dict, predictor, calib, log) -> 
                                 min_loops=cfg["min_loops"], max_loops=cfg["max_loops"])
                     nt = profile_node_times(t, device, runs=5)
                     bs, res = shape_of(t.stem)
-                    rows.append({"model": t.stem, "arch": arch_of(t.stem), "bs": bs, "res": res,
-                                 "condition": f"stressor {level}", "stress_level": level,
-                                 "actual_ms": m["median_ms"],
-                                 "sum_ort_kernel_time_ms": nt["kernel_time_sum_us"] / 1e3,
-                                 **predict_case(records[t], predictor, load, calib)})
+                    cond = "idle" if level == 0 else f"stressor-{cfg['stressor_mode']}@{level:g}"
+                    rows.append({"model": t.stem, "arch": arch_of(t.stem), "bs": bs, "res": res, "session": 0,
+                                 "condition": cond, "load_split": "idle" if level == 0 else "training load",
+                                 "model_split": "live", "is_train": False, "stress_level": level,
+                                 "actual_ms": m["median_ms"], "sum_ort_kernel_time_ms": nt["kernel_time_sum_us"] / 1e3,
+                                 "hase_ms": tm.predict_ms(preps[t], model["params"], load, model["idle_clock_mhz"]),
+                                 "hase_ignore_load_ms": tm.predict_ms(preps[t], model["params"], model["idle_load"],
+                                                                      model["idle_clock_mhz"]),
+                                 "sum_standalone_ms": preps[t]["standalone_sum_ms"], **load})
             finally:
                 src.stop()
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows)
+    df["error_pct"] = error_pct(df["hase_ms"], df["actual_ms"])
+    return df
+
+
+# ---------- report ----------
+def plots(df: pd.DataFrame, slow: pd.DataFrame, out_dir: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(5, 5))
+    for est in ESTIMATORS:
+        if f"{est}_ms" in df and df[f"{est}_ms"].notna().any():
+            ax.scatter(df["actual_ms"], df[f"{est}_ms"], s=10, label=est)
+    lim = [df["actual_ms"].min() * 0.8, df["actual_ms"].max() * 1.2]
+    ax.plot(lim, lim, "k--", lw=1)
+    ax.set(xscale="log", yscale="log", xlabel="measured ms", ylabel="predicted ms", title="predicted vs measured")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out_dir / "pred_vs_actual.png", dpi=110)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(5, 4))
+    for est in ESTIMATORS:
+        if f"{est}_ms" in df and df[f"{est}_ms"].notna().any():
+            e = np.sort(np.abs(error_pct(df[f"{est}_ms"], df["actual_ms"])))
+            ax.plot(e, np.arange(1, len(e) + 1) / len(e), label=est)
+    ax.axvline(10, color="grey", ls=":")
+    ax.set(xscale="log", xlabel="|error| %", ylabel="fraction of cases", title="error CDF")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out_dir / "error_cdf.png", dpi=110)
+    plt.close(fig)
+    held = slow[slow["load_split"] == "held-out neighbour"]
+    if len(held):
+        fig, ax = plt.subplots(figsize=(5.5, 5))
+        for cond, g in held.groupby("condition"):
+            ax.scatter(g["measured"], g["predicted"], s=14, label=cond)
+        hi = max(held["measured"].max(), held["predicted"].max()) * 1.05
+        ax.plot([0.8, hi], [0.8, hi], "k--", lw=1)
+        ax.plot([0.8, hi], [0.8 * 1.1, hi * 1.1], color="grey", ls=":", lw=1)
+        ax.plot([0.8, hi], [0.8 * 0.9, hi * 0.9], color="grey", ls=":", lw=1)
+        ax.set(xlabel="measured slowdown (loaded / idle)", ylabel="predicted slowdown",
+               title="held-out neighbours: slowdown")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out_dir / "slowdown_heldout.png", dpi=110)
+        plt.close(fig)
+
+
+def print_table(df: pd.DataFrame, summary: dict, group: str) -> None:
+    print(f"{'model':32s} {'bs':>4s} {'res':>8s} {'condition':>30s} {'predicted':>10s} {'actual':>10s} {'error%':>8s}")
+    for _, r in df.iterrows():
+        print(f"{r['model'][:32]:32s} {str(r['bs']):>4s} {str(r['res']):>8s} {str(r['condition'])[:30]:>30s} "
+              f"{r['hase_ms']:10.3f} {r['actual_ms']:10.3f} {r['error_pct']:8.1f}")
+    print(f"summary by {group}:")
+    for est, conds in summary.items():
+        for cond, m in conds.items():
+            print(f"  {est:20s} {cond:40s} n={m['n']:3d}  MAPE {m['MAPE_pct']:6.1f}%  ±10% {100 * m['within_10pct']:5.1f}%")
 
 
 def main() -> int:
     p = base_parser("Phase 7.2: evaluate predicted against measured latency", "inference")
     p.add_argument("target", nargs="?", type=Path, help="model .onnx or a folder of models (live mode)")
-    p.add_argument("--from-csv", type=Path, help="phase 4 models.csv with measured latencies (offline mode)")
-    p.add_argument("--records", type=Path, help="kernel records folder for --from-csv (default phase 2 folder)")
-    p.add_argument("--fit-calibration", action="store_true", help="fit a, b, c on these cases and save them")
+    p.add_argument("--from-csv", type=Path, action="append", help="phase 4 models.csv (repeatable; offline mode)")
+    p.add_argument("--records", type=Path, help="kernel records folder (default phase 2 folder)")
+    p.add_argument("--fit", action="store_true", help="fit the timeline model on the training cases and save it")
     p.add_argument("--out", type=Path, help="output folder (default evaluation/<device slug>/)")
     args = p.parse_args()
     # evaluator keys live under this script's own defaults; inference/config.yaml is not read here
     cfg = resolve(DEFAULTS, None, args.overrides, args.device)
     log = get_logger("evaluator", args.log_level)
-    device = resolve_device(cfg["device"]) if not args.from_csv else (args.device if args.device in ("cpu", "cuda")
-                                                                      else "cuda")
-    slug = args.from_csv.parent.name if args.from_csv else device_slug(device)
+    if args.from_csv:
+        device = args.device if args.device in ("cpu", "cuda") else "cuda"
+        slug = args.from_csv[0].parent.name
+    else:
+        device = resolve_device(cfg["device"])
+        slug = device_slug(device)
     from training.train_kernel_model import load_predictor
     predictor = load_predictor(Path(cfg["predictor_dir"]) if cfg["predictor_dir"] else paths.train_models_dir() / slug)
-    calib, cpath = load_calibration(cfg, slug)
+    out_dir = args.out or (paths.evaluation_dir() / slug)
+    extra = {}
     if args.from_csv:
-        df = cases_from_csv(args.from_csv, args.records or paths.kernel_record_dir(), device, predictor, calib)
+        df, records, node_times = read_cases(args.from_csv, args.records or paths.kernel_record_dir(), device, cfg)
+        bw = None
+        bw_path = Path(cfg["bandwidth_table"]) if cfg["bandwidth_table"] else \
+            paths.bench_results_dir() / slug / "bandwidth_table.json"
+        if bw_path.exists():
+            from benchmark.bandwidth import load_table
+            bw = load_table(bw_path)
+        else:
+            log.warning("no bandwidth table at %s: input/output copies are left to the fitted constant", bw_path)
+        if args.fit:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                model, preps = build_timeline_model(df, records, node_times, predictor, bw, cfg, log)
+                extra["leave_one_architecture_out"] = leave_one_arch_out(df, records, node_times, predictor, bw,
+                                                                         cfg, log)
+            model["provenance"] = provenance(device)
+            mpath = paths.inference_results_dir() / slug / "timeline_model.json"
+            tm.save(model, mpath)
+            log.info("timeline model written to %s", mpath)
+        else:
+            model, mpath = load_timeline_model(cfg, slug)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                preps = {m: prepare_record(records[m], predictor, model) for m in records}
+        df = predict_cases(df, preps, model, predictor)
+        t0 = time.perf_counter()
+        reps = 0
+        while time.perf_counter() - t0 < 1.0:  # batch scoring speed from cached records (schedulers)
+            for (_, r), m in zip(df.iterrows(), df["model"]):
+                tm.predict_ms(preps[m], model["params"], r, model["idle_clock_mhz"])
+                reps += 1
+        extra["batch_scoring_cases_per_s"] = reps / (time.perf_counter() - t0)
     elif args.target:
         if not args.target.exists():
             raise HaseError("file not found", args.target)
@@ -233,36 +378,32 @@ def main() -> int:
             if args.target.is_dir() else [args.target]
         if not targets:
             raise HaseError("no .onnx models in folder", args.target)
-        df = cases_live(targets, device, cfg, predictor, calib, log)
+        model, mpath = load_timeline_model(cfg, slug)
+        df = cases_live(targets, device, cfg, predictor, model, log)
     else:
         raise HaseError("give a model/folder, or --from-csv")
     if df.empty:
         raise HaseError("no cases to evaluate")
-    out_dir = args.out or (paths.evaluation_dir() / slug)
     out_dir.mkdir(parents=True, exist_ok=True)
-    extra = {}
-    if args.fit_calibration:
-        fit_df = df[df["arch"].isin(cfg["calibration_models"])] if cfg["calibration_models"] else df
-        calib = fit_calibration(fit_df)
-        calib.update({"fitted_on": str(args.from_csv or args.target), "provenance": provenance(device)})
-        cpath = paths.inference_results_dir() / slug / "calibration.json"
-        paths.atomic_write_text(cpath, json.dumps(calib, indent=1) + "\n")
-        log.info("calibration %s written to %s", calib["coef"], cpath)
-        extra["leave_one_architecture_out"] = leave_one_arch_out(df)
-    df["sum_standalone_ms"] = df["sum_standalone_ms"].astype(float)
-    df["hase_ms"] = apply_calibration(df, calib) if calib else df["sum_standalone_ms"]
-    df["error_pct"] = error_pct(df["hase_ms"], df["actual_ms"])
-    summary = {"by_condition": summarize(df), "calibration": calib, "calibration_file": str(cpath) if calib else None,
-               "cases": int(len(df)), **extra}
-    df.to_csv(out_dir / "cases.csv", index=False)
+    slow = slowdowns(df)
+    group = df["load_split"] + " / " + df["model_split"]
+    summary = {"by_split": summarize(df.assign(group=group), "group"), "by_condition": summarize(df, "condition"),
+               "slowdown": {k: metrics(g["predicted"], g["measured"]) for k, g in
+                            [("all", slow)] + list(slow.groupby("load_split")) + list(slow.groupby("condition"))
+                            if len(g)},
+               "timeline_model": str(mpath), "params": model["params"], "cases": int(len(df)), **extra}
+    keep = [c for c in df.columns if not c.startswith("DCGM") and not c.startswith("CPU_")]
+    df[keep].to_csv(out_dir / "cases.csv", index=False)
+    slow.to_csv(out_dir / "slowdowns.csv", index=False)
     paths.atomic_write_text(out_dir / "summary.json", json.dumps(summary, indent=1, default=str) + "\n")
-    plots(df, out_dir)
+    plots(df, slow, out_dir)
     save_resolved(cfg, out_dir)
-    print_table(df, summary["by_condition"])
-    if "leave_one_architecture_out" in extra:
-        for arch, m in extra["leave_one_architecture_out"].items():
-            print(f"  leave-one-architecture-out {arch:20s} MAPE {m['MAPE_pct']:6.1f}%  ±10% {100 * m['within_10pct']:5.1f}%")
-    print(f"wrote {out_dir}/cases.csv, summary.json, pred_vs_actual.png, error_cdf.png")
+    print_table(df, summary["by_split"], "split")
+    for arch, m in extra.get("leave_one_architecture_out", {}).items():
+        print(f"  leave-one-architecture-out {arch:20s} MAPE {m['MAPE_pct']:6.1f}%  ±10% {100 * m['within_10pct']:5.1f}%")
+    if "batch_scoring_cases_per_s" in extra:
+        print(f"batch scoring from cached records: {extra['batch_scoring_cases_per_s']:.0f} cases/s")
+    print(f"wrote {out_dir}/cases.csv, slowdowns.csv, summary.json, pred_vs_actual.png, error_cdf.png")
     return 0
 
 

@@ -54,6 +54,11 @@ DEFAULTS = {
                 "prometheus": {"url": "http://127.0.0.1:9090", "step_s": 1.0, "timeout_s": 5.0,
                                "lag_s": 0.0, "queries": {}}},
     "max_minutes": 0, "out": "",
+    # benchmark/bandwidth.py and benchmark/calibrate_loads.py read their own sections
+    "bandwidth": {"sizes_kb": [4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576],
+                  "warmup": 3, "budget_ms": 200.0, "min_loops": 5, "max_loops": 2000, "max_bytes": 0},
+    "calibration": {"stressor_levels": [0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
+                    "stressor_modes": ["matmul", "memcpy"], "corunners": {}, "sample_s": 3.0},
 }
 KERNELS_CSV, MODELS_CSV, NODES_CSV = "kernels.csv", "models.csv", "node_times.csv"
 KERNEL_COLS = ["Kernel_ID", "OpType", "category", "op_type", "Input_Shape", "input_shapes", "output_shapes",
@@ -410,8 +415,9 @@ def main() -> int:
     validate(cfg)
     loads = parse_loads(cfg)
     device = resolve_device(cfg["device"], cfg["device_id"])
-    kdir, kernels = load_kernel_index(device)
-    kitems = select_kernels(kernels, cfg["kernel_glob"], int(cfg["max_kernels"]))
+    # kernel_glob "" = whole models only: no kernel index needed
+    kdir, kernels = load_kernel_index(device) if cfg["kernel_glob"] else (None, {})
+    kitems = select_kernels(kernels, cfg["kernel_glob"], int(cfg["max_kernels"])) if kernels else []
     mitems = select_models(cfg["models_glob"])
     source = make_source(cfg["metrics"], device, cfg["device_id"])
     source.check()  # unreachable Prometheus / bad query
@@ -425,7 +431,7 @@ def main() -> int:
     nlog = CsvLog(nodes_csv, NODE_COLS)
 
     log = get_logger("benchmark", args.log_level)
-    if not kitems:
+    if not kitems and cfg["kernel_glob"]:
         log.warning("kernel_glob '%s' matches none of the %d kernels in %s", cfg["kernel_glob"], len(kernels), kdir)
     prov = provenance(device, cfg["device_id"])
     save_resolved(cfg, out_dir, extra={"provenance": prov, "loads": loads, "metric_fields": list(fields),

@@ -29,7 +29,7 @@ from utils.onnx_io import nbytes  # noqa: E402
 DEFAULTS = {
     "device": "auto", "records": [],
     "overlap": {"ep": "auto", "session_overhead_us": 30.0, "h2d_us_per_byte": 1.0e-4, "h2d_fixed_us": 10.0,
-                "d2h_us_per_byte": 1.0e-4, "d2h_fixed_us": 10.0},
+                "d2h_us_per_byte": 1.0e-4, "d2h_fixed_us": 10.0, "launch_wait_us": 0.0},
 }
 NODE_FIELDS = ("type", "category", "op_type", "ep", "node_name", "flops", "bytes_read", "bytes_written")
 

@@ -7,7 +7,7 @@ host; each node costs host time h_i (shape checks, allocation, the launch) and q
 the one CUDA stream, which runs the queue in order (GPU time g_i). So
 
     dispatch_end_i = dispatch_end_{i-1} + h_i
-    gpu_start_i    = max(dispatch_end_i, gpu_end_{i-1})     # wait for the launch, or for the stream
+    gpu_start_i    = max(dispatch_end_i + wait, gpu_end_{i-1})  # wait for the launch, or for the stream
     gpu_end_i      = gpu_start_i + g_i
 
 and session.run = fixed overhead + H2D input copy + timeline end + D2H output copy, each copy
@@ -108,7 +108,9 @@ def _timeline_cuda(dag, order, h, g, p) -> tuple:
         i_d = _event(ev, n, "dispatch", ev[last_host]["end_us"], h[n], last_host, n)
         host_first = ev[i_d]["end_us"] >= ev[last_gpu]["end_us"]   # the stream waited for this launch
         cause = i_d if host_first else last_gpu
-        i_k = _event(ev, n, "kernel", ev[cause]["end_us"], g[n], cause, n)
+        # under a neighbour, a launch onto an idle stream first waits for the neighbour's kernel
+        wait = p["launch_wait_us"] if host_first else 0.0
+        i_k = _event(ev, n, "kernel", ev[cause]["end_us"] + wait, g[n], cause, n)
         bound[n] = "host" if host_first else "gpu"
         last_gpu = i_k
         # a copy to host synchronises: the host waits until the stream has reached it

@@ -1,16 +1,15 @@
 """Phase 7.1: predict a model's session.run latency under the current load, without timing it.
 
   python inference/predict_model_latency.py --model resnet18.onnx [--device cuda]
-         [--metrics-file snapshot.json] [--json out.json]
+         [--metrics-file snapshot.json] [--json out.json] [--trace timeline.json]
 
-Steps: phase 2 analysis of the model for the target EP -> per-kernel predictions of the phase 5
-regressors under the current background load -> DAG sum in ORT's execution order (phase 6) ->
-whole-model estimate. The whole-model step is seed 000's correction: standalone kernels each pay
-a session's fixed cost, so Σ over-counts; a calibration fitted on measured models
-(evaluator.py --fit-calibration) maps Σ, the kernel count and the neighbour's activity to the
-measured latency:  total = a·Σ + b + c·n_kernels·busy + d·MB copied, busy = bg GPU activity (0-1),
-Σ = predicted GPU (device-mode) kernel times, MB = graph inputs + outputs copied by session.run.
-Without a calibration file the plain Σ is reported.
+Steps: phase 2 analysis of the model for the target EP -> phase 5 regressors' time of every kernel
+at idle -> the timeline model of ORT's run (inference/timeline_model.py: host dispatch per node,
+GPU stream in order, input/output copies, fixed cost) -> the neighbour's time-slice interference
+from the background load -> total ms, with the per-kernel breakdown (host us, GPU us, which side
+bounds it) and, with --trace, the predicted timeline as a Chrome trace (ui.perfetto.dev).
+The timeline model's constants come from evaluator.py --fit (inference/results/<slug>/
+timeline_model.json); without that file the plain Σ of the kernels in ORT's order is reported.
 
 Load fields (the predictor's inputs) are exactly the DCGM fields the regressors were trained on,
 from --metrics-file (JSON {field: value}), Prometheus (config prometheus.url) or local sampling.
@@ -31,10 +30,9 @@ from utils.errors import HaseError, run_main  # noqa: E402
 from utils.logger import get_logger  # noqa: E402
 from utils.ort_session import device_slug, provenance, resolve_device  # noqa: E402
 
-DEFAULTS = {"device": "auto", "predictor_dir": "", "calibration": "", "pin_dims": {}, "seed": 0, "sample_s": 0.5,
+DEFAULTS = {"device": "auto", "predictor_dir": "", "timeline_model": "", "pin_dims": {}, "seed": 0, "sample_s": 0.5,
             "prometheus": {"url": "", "selector": 'gpu="0"', "lookback_s": 30, "queries": {}}, "top_kernels": 15}
 BG = "bg_"
-BUSY_FIELDS = ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "CPU_UTIL_PCT")  # neighbour activity, first present wins
 
 
 # ---------- load sources ----------
@@ -104,38 +102,27 @@ def current_load(cfg: dict, device: str, fields: list, metrics_file=None) -> tup
 
 
 # ---------- prediction ----------
-def busy_of(load: dict) -> float:
-    for f in BUSY_FIELDS:
-        if BG + f in load:
-            v = load[BG + f]
-            return v / 100.0 if f == "CPU_UTIL_PCT" else v
-    return 0.0
-
-
-def io_megabytes(record: dict) -> float:
-    """Bytes session.run copies host->device and back (graph inputs + outputs), in MB."""
-    from utils.onnx_io import nbytes
-    return sum(nbytes(t.get("shape") or [], t.get("dtype") or "float32")
-               for t in record["graph_inputs"] + record["graph_outputs"]) / 1e6
-
-
-def whole_model_ms(sum_ms: float, n_kernels: int, busy: float, calib, io_mb: float = 0.0) -> float:
-    """a·Σ (GPU work, stretched by sharing) + b (fixed session cost) + c·n_kernels·busy (each
-    dispatched kernel waits for a time slice while the neighbour runs) + d·MB copied."""
-    if not calib:
-        return sum_ms
-    c = calib["coef"]
-    return max(c["a"] * sum_ms + c["b"] + c["c"] * n_kernels * busy + c.get("d", 0.0) * io_mb, 0.0)
-
-
-def load_calibration(cfg: dict, slug: str):
-    path = Path(cfg["calibration"]) if cfg["calibration"] else paths.inference_results_dir() / slug / "calibration.json"
+def load_timeline_model(cfg: dict, slug: str):
+    """(model, path) of the fitted timeline model; (None, path) when there is none."""
+    from inference.timeline_model import load
+    path = Path(cfg["timeline_model"]) if cfg["timeline_model"] else \
+        paths.inference_results_dir() / slug / "timeline_model.json"
     if not path.exists():
+        if cfg["timeline_model"]:
+            raise HaseError("file not found", path)
         return None, path
-    try:
-        return json.loads(path.read_text()), path
-    except json.JSONDecodeError as e:
-        raise HaseError(f"calibration is not valid JSON ({e.msg})", path)
+    return load(path), path
+
+
+def prepare_record(record: dict, predictor, model: dict) -> dict:
+    """Load-independent part of a prediction (kernel times at idle); cache it per model."""
+    from inference.timeline_model import prepared
+    kernel_ms = predictor.predict_kernels(record["kernels"], model["idle_load"])
+    prep = prepared(record, kernel_ms, model)
+    prep["kernel_ms"] = kernel_ms
+    prep["standalone_sum_ms"] = float(sum(kernel_ms.values()))
+    prep["unseen_types"] = sorted(predictor.fallbacks)
+    return prep
 
 
 def analyse(model_path: Path, device: str, cfg: dict) -> dict:
@@ -154,19 +141,46 @@ def analyse(model_path: Path, device: str, cfg: dict) -> dict:
     return rec
 
 
-def predict_record(record: dict, predictor, load: dict, calib=None) -> dict:
-    """Prediction for an analysed model under one load; pure given its inputs (used by schedulers)."""
+def predict_record(record: dict, predictor, load: dict, model=None) -> dict:
+    """Prediction for an analysed model under one load (schedulers: cache prepare_record instead)."""
     from graph_model.dag_critical_path import build_dag, calculate_latency
-    kernel_ms = predictor.predict_kernels(record["kernels"], load)
-    dag = build_dag(record)
-    sum_ms = calculate_latency(dag, kernel_ms)
-    busy = busy_of(load)
-    io_mb = io_megabytes(record)
-    total = whole_model_ms(sum_ms, len(record["kernels"]), busy, calib, io_mb)
-    return {"model": record["model"], "device": record["device"], "total_ms": total, "kernel_sum_ms": sum_ms,
-            "n_kernels": len(record["kernels"]), "busy": busy, "io_mb": io_mb, "calibrated": bool(calib),
-            "kernels": [{"id": k["id"], "type": k["type"], "predicted_ms": kernel_ms[k["id"]]} for k in record["kernels"]],
-            "unseen_types": sorted(predictor.fallbacks)}
+    from inference import timeline_model as tm
+    if model is None:  # no fitted timeline: the plan's first version, Σ in ORT's order
+        kernel_ms = predictor.predict_kernels(record["kernels"], load)
+        total = calculate_latency(build_dag(record), kernel_ms)
+        return {"model": record["model"], "device": record["device"], "total_ms": total, "method": "sum",
+                "kernel_sum_ms": total, "n_kernels": len(record["kernels"]),
+                "kernels": [{"id": k["id"], "type": k["type"], "predicted_ms": kernel_ms[k["id"]]}
+                            for k in record["kernels"]], "unseen_types": sorted(predictor.fallbacks)}
+    prep = prepare_record(record, predictor, model)
+    p = model["params"]
+    terms = tm.load_terms(load, model["idle_clock_mhz"])
+    res = tm.timeline_us(prep, p, terms)
+    idle = tm.timeline_us(prep, p, tm.load_terms(model["idle_load"], model["idle_clock_mhz"]))
+    host = prep["h"] * p["kappa"]
+    gpu = tm.gpu_stretched(prep["g"], p, terms)
+    return {"model": record["model"], "device": record["device"], "total_ms": res["total_us"] / 1e3,
+            "idle_ms": idle["total_us"] / 1e3, "method": "timeline", "neighbour_busy": terms["u"],
+            "clock_ratio": terms["clock_ratio"], "kernel_sum_ms": prep["standalone_sum_ms"],
+            "host_sum_ms": float(host.sum()) / 1e3, "gpu_sum_ms": float(gpu.sum()) / 1e3,
+            "copy_ms": (prep["h2d_us"] + prep["d2h_us"]) * p["copy_scale"] / 1e3,
+            "launches_on_idle_stream": res["host_first"], "n_kernels": prep["n"],
+            "kernels": [{"id": k["id"], "type": k["type"], "predicted_ms": prep["kernel_ms"][k["id"]],
+                         "host_us": float(h), "gpu_us": float(g)}
+                        for k, h, g in zip(record["kernels"], host, gpu)],
+            "unseen_types": prep["unseen_types"], "_prep": prep, "_host": host, "_gpu": gpu}
+
+
+def write_trace(record: dict, res: dict, model: dict, path: Path) -> None:
+    """The predicted timeline as a Chrome trace, drawn by the phase 6.2 simulator."""
+    from graph_model.overlap_simulator import simulate, write_chrome_trace
+    ids = [k["id"] for k in record["kernels"]]
+    prep, p = res["_prep"], model["params"]
+    params = {"session_overhead_us": max(p["c0_us"], 0.0), "h2d_us_per_byte": 0.0, "d2h_us_per_byte": 0.0,
+              "h2d_fixed_us": prep["h2d_us"] * p["copy_scale"], "d2h_fixed_us": prep["d2h_us"] * p["copy_scale"],
+              "launch_wait_us": p["beta_us"] * res.get("neighbour_busy", 0.0)}
+    sim = simulate(record, dict(zip(ids, res["_host"])), dict(zip(ids, res["_gpu"])), params)
+    write_chrome_trace(sim, path)
 
 
 def check_provenance(manifest_meta: dict, device: str, log) -> None:
@@ -178,11 +192,21 @@ def check_provenance(manifest_meta: dict, device: str, log) -> None:
 
 
 def format_prediction(res: dict, top: int) -> str:
-    lines = [f"{res['model']}: predicted session.run = {res['total_ms']:.3f} ms "
-             f"({'calibrated' if res['calibrated'] else 'uncalibrated Σ'}; Σ kernels {res['kernel_sum_ms']:.3f} ms, "
-             f"{res['n_kernels']} kernels, neighbour busy {res['busy']:.2f})"]
-    ks = sorted(res["kernels"], key=lambda k: -k["predicted_ms"])[:top]
-    lines += [f"  {k['id']:32s} {k['predicted_ms']:9.4f} ms" for k in ks]
+    if res["method"] == "sum":
+        lines = [f"{res['model']}: predicted session.run = {res['total_ms']:.3f} ms (Σ of {res['n_kernels']} "
+                 f"kernels; no fitted timeline model: run evaluator.py --fit)"]
+        ks = sorted(res["kernels"], key=lambda k: -k["predicted_ms"])[:top]
+        lines += [f"  {k['id']:32s} {k['predicted_ms']:9.4f} ms" for k in ks]
+    else:
+        lines = [f"{res['model']}: predicted session.run = {res['total_ms']:.3f} ms under the current load "
+                 f"({res['idle_ms']:.3f} ms at idle; neighbour busy {res['neighbour_busy']:.2f}, "
+                 f"clock ratio {res['clock_ratio']:.2f})",
+                 f"  {res['n_kernels']} kernels: host dispatch Σ {res['host_sum_ms']:.3f} ms, GPU Σ "
+                 f"{res['gpu_sum_ms']:.3f} ms, copies {res['copy_ms']:.3f} ms, "
+                 f"{res['launches_on_idle_stream']} launches onto an idle stream",
+                 f"  {'kernel':32s} {'host_us':>9s} {'gpu_us':>9s}"]
+        ks = sorted(res["kernels"], key=lambda k: -max(k["gpu_us"], k["host_us"]))[:top]
+        lines += [f"  {k['id']:32s} {k['host_us']:9.1f} {k['gpu_us']:9.1f}" for k in ks]
     if len(res["kernels"]) > top:
         lines.append(f"  ... {len(res['kernels']) - top} more kernels")
     return "\n".join(lines)
@@ -193,6 +217,7 @@ def main() -> int:
     p.add_argument("--model", required=True, type=Path)
     p.add_argument("--metrics-file", type=Path, help="JSON {DCGM field: value} of the current background load")
     p.add_argument("--json", type=Path, help="write the prediction and per-kernel breakdown here")
+    p.add_argument("--trace", type=Path, help="write the predicted timeline as a Chrome trace here")
     args = p.parse_args()
     cfg = from_args(args, DEFAULTS)
     log = get_logger("inference", args.log_level)
@@ -204,20 +229,32 @@ def main() -> int:
     check_provenance(predictor.manifest.get("metadata", {}), device, log)
     fields = [f[len(BG):] for f in predictor.load_fields]
     load, src = current_load(cfg, device, fields, args.metrics_file)
-    calib, cpath = load_calibration(cfg, slug)
+    model, mpath = load_timeline_model(cfg, slug)
     t0 = time.perf_counter()
     record = analyse(args.model, device, cfg)
     t1 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        res = predict_record(record, predictor, load, calib)
+        res = predict_record(record, predictor, load, model)
+    t2 = time.perf_counter()
     for w in caught:
         log.warning("%s", w.message)
-    res.update({"load": load, "load_source": src, "predict_s": time.perf_counter() - t1, "analyse_s": t1 - t0,
-                "predictor_dir": str(pdir), "calibration": str(cpath) if calib else None})
+    # the first call also loads the tree models into ORT; a scheduler keeps them loaded
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        predict_record(record, predictor, load, model)
+    res.update({"load": load, "load_source": src, "predict_s": t2 - t1, "predict_warm_s": time.perf_counter() - t2,
+                "analyse_s": t1 - t0,
+                "predictor_dir": str(pdir), "timeline_model": str(mpath) if model else None})
     print(format_prediction(res, cfg["top_kernels"]))
+    if args.trace:
+        if model is None:
+            raise HaseError("a trace needs the fitted timeline model (evaluator.py --fit)", mpath)
+        write_trace(record, res, model, args.trace)
+        log.info("predicted timeline written to %s (open in ui.perfetto.dev)", args.trace)
     if args.json:
-        paths.atomic_write_text(args.json, json.dumps(res, indent=1) + "\n")
+        out = {k: v for k, v in res.items() if not k.startswith("_")}
+        paths.atomic_write_text(args.json, json.dumps(out, indent=1) + "\n")
     return 0
 
 

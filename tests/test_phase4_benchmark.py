@@ -437,7 +437,8 @@ def test_resume_after_kill9(p4_home, p4_kernels):
 
 
 def test_ctrl_c_leaves_valid_csv_and_no_load(p4_home):
-    args = [*FAST, "--set", "stress_levels=[0.5]", "--set", "models_glob=", "--set", "runner.budget_ms=80",
+    # long enough (20 kernels x 2 modes x 300 ms) that the signal lands mid-run even on a slow box
+    args = [*FAST, "--set", "stress_levels=[0.5]", "--set", "models_glob=", "--set", "runner.budget_ms=300",
             "--set", "out=sigint"]
     csv_path = results(p4_home, "sigint") / "kernels.csv"
     env = {**os.environ, "HASE_HOME": str(p4_home)}

@@ -398,6 +398,10 @@ def main() -> int:
     out_dir = paths.train_models_dir() / slug
     manifest, staging = train(df, cfg, load_fields, out_dir, log)
     manifest["metadata"] = metadata(df, csv_path, kind, slug)
+    # what a standalone run of a kernel that does nothing costs (session + IOBinding overhead): the
+    # whole-model timeline subtracts it from each predicted kernel time (inference/timeline_model.py)
+    idle = df[df["stress_level"] == 0] if "stress_level" in df else df
+    manifest["metadata"]["standalone_overhead_us"] = float(np.percentile(idle[cfg["target"]], 5) * 1e3)
     paths.atomic_write_text(staging / MANIFEST, json.dumps(manifest, indent=1) + "\n")
     save_resolved(cfg, staging)
     shutil.rmtree(out_dir, ignore_errors=True)   # replace the whole folder: no stale model files

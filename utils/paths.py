@@ -4,6 +4,7 @@ HASE_HOME relocates all generated artifacts (tests point it at a temp dir); code
 committed results stay in the repository.
 """
 import glob
+import gzip
 import json
 import os
 import re
@@ -117,6 +118,9 @@ def kernel_records(patterns, device: str) -> list:
 def read_json(path, what: str):
     """Parsed JSON of a file; unreadable or invalid -> HaseError 'not a readable <what>'."""
     try:
+        if str(path).endswith(".gz"):  # committed GPU records are gzipped to keep the tree small
+            with gzip.open(path, "rt") as f:
+                return json.loads(f.read())
         return json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, EOFError, json.JSONDecodeError) as e:
         raise HaseError(f"not a readable {what} ({type(e).__name__})", path)

@@ -38,7 +38,7 @@ def stage_args(name: str, device: str) -> list:
         from utils import paths
         from utils.ort_session import device_slug
         return ["--from-csv", str(paths.bench_results_dir() / device_slug(device) / "models.csv"),
-                "--fit-calibration"]
+                "--fit"]
     return []
 
 

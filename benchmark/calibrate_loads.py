@@ -1,0 +1,109 @@
+"""Load calibration: what each stressor intensity and co-runner knob does to the GPU, measured alone.
+
+  python benchmark/calibrate_loads.py [--device cuda] [--set calibration.stressor_levels=[0,0.5,1]]
+      [--set 'calibration.corunners={small_infer: [0.5]}']
+
+For every setting of the `calibration:` section of benchmark/config.yaml: start the load as the
+collector does (separate process, cleaned up on exit), wait settle_s, then average the metrics
+source (NVML/GPM on CUDA, psutil on CPU) over sample_s with nothing else running. One row per
+setting with the DCGM-named means, into benchmark/results/<slug>/load_calibration.csv (written
+whole, atomically), plus a Markdown table load_calibration.md: intensity against GPU utilization.
+"""
+import csv
+import io
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tqdm import tqdm  # noqa: E402
+
+from benchmark.collector import DEFAULTS, make_load, parse_loads  # noqa: E402
+from benchmark.gpu_metrics import make_source  # noqa: E402
+from utils import paths  # noqa: E402
+from utils.config import base_parser, from_args, save_resolved  # noqa: E402
+from utils.errors import HaseError, run_main  # noqa: E402
+from utils.logger import get_logger  # noqa: E402
+from utils.ort_session import device_slug, resolve_device  # noqa: E402
+
+CSV_NAME, MD_NAME = "load_calibration.csv", "load_calibration.md"
+# columns of the Markdown table (the CSV has every field)
+MD_FIELDS = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_SM_ACTIVE",
+             "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_DEV_SM_CLOCK",
+             "DCGM_FI_DEV_POWER_USAGE", "CPU_UTIL_PCT", "LOAD_AVG_1M")
+
+
+def calibration_loads(ccfg: dict, base_cfg: dict) -> list:
+    """Collector-style load entries for every stressor mode x level and co-runner x knob."""
+    entries = [{"kind": "stressor", "mode": m, "level": x} for m in ccfg["stressor_modes"] for x in ccfg["stressor_levels"]
+               if not (x == 0 and m != ccfg["stressor_modes"][0])]  # one idle row is enough
+    if not isinstance(ccfg["corunners"], dict):
+        raise HaseError("calibration.corunners must be a mapping name -> [knobs]")
+    for name, knobs in ccfg["corunners"].items():
+        for k in (knobs if isinstance(knobs, list) else [knobs]):
+            entries.append({"kind": "corunner", "name": name, "knob": k})
+    return parse_loads({**base_cfg, "loads": entries})
+
+
+def to_csv(rows: list, cols: list) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def to_markdown(rows: list, fields: list, meta: str) -> str:
+    shown = [f for f in MD_FIELDS if f in fields]
+    head = "| load | setting | " + " | ".join(f.replace("DCGM_FI_", "") for f in shown) + " |"
+    lines = [f"# Load calibration ({meta})", "", "Each load alone, metrics averaged over the window.", "",
+             head, "|" + "---|" * (len(shown) + 2)]
+    for r in rows:
+        vals = " | ".join(f"{r[f]:.3g}" if isinstance(r.get(f), float) else str(r.get(f, "")) for f in shown)
+        lines.append(f"| {r['load']} | {r['level']:g} | {vals} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    p = base_parser("Calibrate loads: stressor intensity / co-runner knob -> GPU metrics", "benchmark")
+    args = p.parse_args()
+    cfg = from_args(args, DEFAULTS)
+    ccfg = cfg["calibration"]
+    if float(ccfg["sample_s"]) <= 0:
+        raise HaseError("calibration.sample_s must be > 0")
+    log = get_logger("benchmark", args.log_level)
+    loads = calibration_loads(ccfg, cfg)
+    device = resolve_device(cfg["device"], cfg["device_id"])
+    source = make_source(cfg["metrics"], device, cfg["device_id"])
+    source.check()
+    out_dir = paths.bench_results_dir() / (cfg["out"] or device_slug(device, cfg["device_id"]))
+    rows = []
+    source.start()
+    try:
+        for ld in tqdm(loads, desc="calibrate", unit="load"):
+            with make_load(ld, device, cfg) as load:
+                time.sleep(cfg["settle_s"])
+                t0 = time.time()
+                time.sleep(float(ccfg["sample_s"]))
+                t1 = time.time()
+                if ld["level"] > 0 and not load.alive():
+                    raise HaseError(f"load {ld['name']} at {ld['level']:g} died during calibration")
+                rows.append({"load": ld["name"], "level": ld["level"], **source.window(t0, t1),
+                             "start_ts": f"{t0:.3f}", "end_ts": f"{t1:.3f}"})
+            log.info("%s @ %g: %s", ld["name"], ld["level"],
+                     ", ".join(f"{k.replace('DCGM_FI_', '')}={rows[-1][k]:.3g}" for k in MD_FIELDS if k in rows[-1]))
+    finally:
+        source.stop()
+    cols = ["load", "level", *source.fields, "start_ts", "end_ts"]
+    paths.atomic_write_text(out_dir / CSV_NAME, to_csv(rows, cols))
+    meta = f"{device_slug(device, cfg['device_id'])}, settle {cfg['settle_s']} s, window {ccfg['sample_s']} s, " \
+           f"{time.strftime('%Y-%m-%d')}"
+    paths.atomic_write_text(out_dir / MD_NAME, to_markdown(rows, list(source.fields), meta))
+    save_resolved(cfg, out_dir, name="load_calibration_config.json")
+    log.info("wrote %s and %s", out_dir / CSV_NAME, out_dir / MD_NAME)
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,203 @@
+"""Whole-model session.run latency as ORT really runs it, under a neighbour's load (phases 6.2 + 7).
+
+Idle (seeds 000/001, CUDA EP): the host walks the kernels in order, paying a dispatch cost h_i per
+node; the one CUDA stream runs each kernel (GPU time g_i) once it is launched and the previous one
+is done. session.run = C0 + H2D(inputs) + timeline + D2H(outputs):
+
+    host_end_i  = host_end_{i-1} + kappa * h_i
+    gpu_start_i = max(host_end_i (+ wait if the stream was idle), gpu_end_{i-1})
+    gpu_end_i   = gpu_start_i + g_i'
+
+  h_i    host cost per ORT op type, the median ORT-profiler `_kernel_time` of that op at idle in the
+         phase 4 node_times.csv (falls back to the kernel category's median, then the global one);
+         kappa rescales it because profiling itself inflates host time.
+  g_i    the phase 5 regressor's device-mode time of the standalone kernel at idle load, minus the
+         fixed cost every standalone IOBinding run pays (`standalone_overhead_us`, the 5th
+         percentile of idle device-mode kernel times: a kernel that does nothing costs that much),
+         never below `gpu_floor_frac` of the regressor's time.
+  copies the transfer model (benchmark/bandwidth.py): a*bytes + b per direction.
+
+Under load, without MPS the GPU time-slices between processes. From the background metrics the
+predictor sees before the job starts (never the job's own activity):
+
+    u = bg DCGM_FI_PROF_GR_ENGINE_ACTIVE (neighbour busy 0-1), clock = idle SM clock / bg SM clock
+    g_i'  = g_i * clock**clock_exp * (1 + alpha * u)   # our GPU work shares the engine
+    wait  = beta_us * u          # a kernel launched onto an idle stream first waits for the
+                                 # neighbour's running kernel (dispatch-bound models pay it often)
+
+Fitted (a few physical constants, not a lookup), on the training architectures only: C0 and kappa
+at idle in IOBinding mode; copy_scale at idle in session.run mode (it maps the copy microbenchmark
+to session.run's own copies); alpha and beta on the training loads (the plan's stressor levels).
+clock_exp stays 0 unless the training loads move the clock. The fit is judged on neighbours and
+models it never saw (evaluator.py).
+"""
+import json
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+
+from utils import paths  # noqa: E402
+from utils.errors import HaseError  # noqa: E402
+from utils.onnx_io import nbytes  # noqa: E402
+
+FORMAT = "hase.timeline_model/1"
+BUSY, CLOCK = "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_SM_CLOCK"
+CPU_BUSY = "CPU_UTIL_PCT"
+CPU_EP = "CPUExecutionProvider"
+PARAM_NAMES = ("c0_us", "kappa", "copy_scale", "alpha", "beta_us", "clock_exp")
+DEFAULT_PARAMS = {"c0_us": 0.0, "kappa": 1.0, "copy_scale": 1.0, "alpha": 0.0, "beta_us": 0.0, "clock_exp": 0.0}
+INITIAL = {"c0_us": 50.0, "kappa": 1.0, "copy_scale": 1.0, "alpha": 0.5, "beta_us": 20.0, "clock_exp": 0.5}  # fit starts
+SCALE = {"c0_us": 100.0, "kappa": 1.0, "copy_scale": 1.0, "alpha": 1.0, "beta_us": 100.0, "clock_exp": 1.0}
+UPPER = {"c0_us": 1e4, "kappa": 5.0, "copy_scale": 5.0, "alpha": 100.0, "beta_us": 1e4, "clock_exp": 2.0}
+
+
+# ---- inputs of the timeline ------------------------------------------------------------------
+def host_table(node_times, records: dict, stress_col: str = "stress_level") -> dict:
+    """Host cost per op type (us) from idle ORT-profiler node times of the given models.
+
+    node_times: DataFrame with model, stress_level, node_name, op_name, kernel_time_us.
+    records: {model: record} used to attach each node's kernel category (for the fallback)."""
+    df = node_times[(node_times[stress_col] == 0) & node_times["model"].isin(list(records))]
+    if df.empty:
+        raise HaseError("no idle node times for the training models (node_times.csv at stress_level 0)")
+    per_node = df.groupby(["model", "node_name", "op_name"], as_index=False)["kernel_time_us"].median()
+    cat = {(m, k["node_name"]): k.get("category", "other") for m, r in records.items() for k in r["kernels"]}
+    per_node["category"] = [cat.get((m, n), "other") for m, n in zip(per_node["model"], per_node["node_name"])]
+    return {"by_op_us": {k: float(v) for k, v in per_node.groupby("op_name")["kernel_time_us"].median().items()},
+            "by_category_us": {k: float(v) for k, v in per_node.groupby("category")["kernel_time_us"].median().items()},
+            "default_us": float(per_node["kernel_time_us"].median()), "n_nodes": int(len(per_node))}
+
+
+def host_us(record: dict, table: dict) -> np.ndarray:
+    by_op, by_cat, d = table["by_op_us"], table["by_category_us"], table["default_us"]
+    return np.array([by_op.get(k["op_type"], by_cat.get(k.get("category"), d)) for k in record["kernels"]])
+
+
+def gpu_us(record: dict, kernel_ms: dict, overhead_us: float, floor_frac: float) -> np.ndarray:
+    """Idle GPU time per kernel from standalone device-mode predictions (ms, by kernel id)."""
+    dev = np.array([float(kernel_ms[k["id"]]) * 1e3 for k in record["kernels"]])
+    return np.maximum(dev - overhead_us, floor_frac * dev)
+
+
+def io_bytes(record: dict) -> tuple:
+    def total(ts):
+        return float(sum(nbytes(t.get("shape") or [], t.get("dtype") or "float32") for t in ts or []))
+    return total(record.get("graph_inputs")), total(record.get("graph_outputs"))
+
+
+def copy_us(table, direction: str, nbytes_: float) -> float:
+    if table is None or nbytes_ <= 0:
+        return 0.0
+    f = table["directions"][direction]["fit"]
+    return max(f["a_ms_per_byte"] * nbytes_ + f["b_ms"], 0.0) * 1e3
+
+
+def load_terms(load: dict, idle_clock_mhz: float) -> dict:
+    """(u, clock ratio) from background metrics, keys with or without the bg_ prefix."""
+    def get(f, default):
+        for k in ("bg_" + f, f):
+            v = load.get(k)
+            if v is not None and not (isinstance(v, float) and math.isnan(v)):
+                return float(v)
+        return default
+    if ("bg_" + BUSY) in load or BUSY in load:
+        u = get(BUSY, 0.0)
+    else:  # CPU EP: the neighbour's CPU utilisation is its busy fraction
+        u = get(CPU_BUSY, 0.0) / 100.0
+    clk = get(CLOCK, idle_clock_mhz) if idle_clock_mhz else 0.0
+    ratio = idle_clock_mhz / clk if idle_clock_mhz and clk > 0 else 1.0
+    return {"u": min(max(u, 0.0), 1.0), "clock_ratio": max(ratio, 1.0)}
+
+
+# ---- the timeline ----------------------------------------------------------------------------
+def prepared(record: dict, kernel_ms: dict, model: dict) -> dict:
+    """Everything about one analysed model that does not depend on the load (cache it)."""
+    in_b, out_b = io_bytes(record)
+    bw = model.get("bandwidth")
+    return {"h": host_us(record, model["host_table"]),
+            "g": gpu_us(record, kernel_ms, model["standalone_overhead_us"], model["gpu_floor_frac"]),
+            "on_host": np.array([k.get("ep") == CPU_EP for k in record["kernels"]]),
+            "sync": np.array([k.get("op_type") == "MemcpyToHost" for k in record["kernels"]]),
+            "h2d_us": copy_us(bw, "h2d", in_b), "d2h_us": copy_us(bw, "d2h", out_b),
+            "device": record.get("device", "cuda"), "n": len(record["kernels"])}
+
+
+def timeline_us(prep: dict, p: dict, terms: dict, copies: bool = True) -> dict:
+    """Predicted session.run (us) of one prepared model under one load; pure.
+    copies=False: inputs and outputs already on the device (IOBinding, the 'device' mode)."""
+    h = prep["h"] * p["kappa"]
+    copy = p["copy_scale"] if copies else 0.0
+    h2d, d2h = prep["h2d_us"] * copy, prep["d2h_us"] * copy
+    if prep["device"] == "cpu":  # host and compute are one thread; the load slows both
+        body = float(np.sum(h + prep["g"])) * (1.0 + p["alpha"] * terms["u"])
+        return {"total_us": p["c0_us"] + body, "host_first": 0, "gpu_us": 0.0, "wait_us": 0.0}
+    g = gpu_stretched(prep["g"], p, terms)
+    wait = p["beta_us"] * terms["u"]
+    t_host = t_gpu = h2d
+    n_first = 0
+    for i in range(prep["n"]):
+        if prep["on_host"][i]:          # CPU-placed node in a CUDA session runs on the host
+            t_host += h[i] + g[i]
+            continue
+        t_host += h[i]
+        if t_host >= t_gpu:              # the stream was idle: this launch starts it again
+            t_gpu = t_host + wait + g[i]
+            n_first += 1
+        else:
+            t_gpu += g[i]
+        if prep["sync"][i]:
+            t_host = t_gpu
+    end = max(t_host, t_gpu) + d2h
+    return {"total_us": p["c0_us"] + end, "host_first": n_first, "gpu_us": float(np.sum(g)), "wait_us": wait * n_first}
+
+
+def gpu_stretched(g, p: dict, terms: dict):
+    """GPU time under load: fair-share time slicing (alpha) and the neighbour's clock drop."""
+    return g * terms["clock_ratio"] ** p["clock_exp"] * (1.0 + p["alpha"] * terms["u"])
+
+
+def predict_ms(prep: dict, params: dict, load: dict, idle_clock_mhz: float, copies: bool = True) -> float:
+    return timeline_us(prep, params, load_terms(load, idle_clock_mhz), copies)["total_us"] / 1e3
+
+
+# ---- fitting ---------------------------------------------------------------------------------
+def fit_params(cases: list, idle_clock_mhz: float, free: tuple, start: dict, copies: bool = True) -> dict:
+    """Least squares on relative error over cases [(prep, load, measured_ms)], only `free` params move."""
+    from scipy.optimize import least_squares
+    if not cases:
+        raise HaseError("no cases to fit the timeline model on")
+    terms = [load_terms(ld, idle_clock_mhz) for _, ld, _ in cases]
+
+    def resid(x):
+        p = dict(start)
+        p.update({k: v * SCALE[k] for k, v in zip(free, x)})
+        return np.array([timeline_us(prep, p, t, copies)["total_us"] / 1e3 / y - 1.0
+                         for (prep, _, y), t in zip(cases, terms)])
+    # a start on the bound of 0 would freeze finite differences (their step is relative to x)
+    x0 = np.array([(start[k] or INITIAL[k]) / SCALE[k] for k in free])
+    lo = np.array([-50.0 if k == "c0_us" else 0.0 for k in free])  # c0 may be slightly negative
+    hi = np.array([UPPER[k] / SCALE[k] for k in free])
+    sol = least_squares(resid, np.clip(x0, lo + 1e-9, hi - 1e-9), bounds=(lo, hi), loss="soft_l1", f_scale=0.1)
+    out = dict(start)
+    out.update({k: float(v * SCALE[k]) for k, v in zip(free, sol.x)})
+    return out
+
+
+# ---- persistence -----------------------------------------------------------------------------
+def save(model: dict, path: Path) -> None:
+    paths.atomic_write_text(path, json.dumps({"format": FORMAT, **model}, indent=1, default=float) + "\n")
+
+
+def load(path: Path) -> dict:
+    m = paths.read_json(path, "timeline model")
+    if not isinstance(m, dict) or m.get("format") != FORMAT:
+        raise HaseError(f"not a timeline model (format {FORMAT})", path)
+    missing = [k for k in ("params", "host_table", "standalone_overhead_us", "gpu_floor_frac", "idle_load")
+               if k not in m]
+    if missing:
+        raise HaseError(f"timeline model lacks '{missing[0]}'", path)
+    return m

@@ -1,0 +1,160 @@
+"""The whole-model timeline model (inference/timeline_model.py), the transfer model
+(benchmark/bandwidth.py) and the load calibration script, on real records and real CPU runs."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from benchmark.bandwidth import fit_linear, load_table, transfer_ms  # noqa: E402
+from graph_model.overlap_simulator import simulate  # noqa: E402
+from inference import timeline_model as tm  # noqa: E402
+from utils.errors import HaseError  # noqa: E402
+from utils.paths import read_json  # noqa: E402
+
+H200_RECORDS = REPO / "ort_analysis" / "ort_kernel_record" / "nvidia-h200"
+P0 = dict(tm.DEFAULT_PARAMS)
+
+
+@pytest.fixture(scope="module")
+def record():
+    # a real CUDA EP record from the H200 (committed gzipped)
+    return read_json(H200_RECORDS / "resnet18_bs16_224x224.cuda.json.gz", "record")
+
+
+def prep_of(record, h_us, g_us, h2d_us=0.0, d2h_us=0.0):
+    n = len(record["kernels"])
+    return {"h": np.full(n, float(h_us)), "g": np.full(n, float(g_us)), "on_host": np.zeros(n, bool),
+            "sync": np.zeros(n, bool), "h2d_us": h2d_us, "d2h_us": d2h_us, "device": "cuda", "n": n}
+
+
+IDLE = {"u": 0.0, "clock_ratio": 1.0}
+
+
+def test_dispatch_bound_and_gpu_bound_limits(record):
+    n = len(record["kernels"])
+    r = tm.timeline_us(prep_of(record, 30.0, 1.0), P0, IDLE)
+    assert r["total_us"] == pytest.approx(30.0 * n + 1.0) and r["host_first"] == n
+    r = tm.timeline_us(prep_of(record, 1.0, 50.0, h2d_us=100.0, d2h_us=7.0), P0, IDLE)
+    assert r["total_us"] == pytest.approx(100.0 + 1.0 + 50.0 * n + 7.0) and r["host_first"] == 1
+
+
+def test_interference_stretches_gpu_and_charges_idle_launches(record):
+    n = len(record["kernels"])
+    busy = {"u": 0.5, "clock_ratio": 1.0}
+    gpu_bound = prep_of(record, 1.0, 50.0)
+    base = tm.timeline_us(gpu_bound, P0, IDLE)["total_us"]
+    p = dict(P0, alpha=1.0)
+    assert tm.timeline_us(gpu_bound, p, busy)["total_us"] - 1.0 == pytest.approx((base - 1.0) * 1.5)
+    p = dict(P0, beta_us=40.0)
+    dispatch_bound = prep_of(record, 30.0, 1.0)
+    got = tm.timeline_us(dispatch_bound, p, busy)
+    assert got["total_us"] == pytest.approx(30.0 * n + 1.0 + 20.0)  # each wait hides under the next dispatch
+    assert got["wait_us"] == pytest.approx(20.0 * n)
+
+
+def test_agrees_with_the_phase6_simulator(record):
+    rng = np.random.default_rng(0)
+    n = len(record["kernels"])
+    prep = prep_of(record, 0, 0, h2d_us=80.0, d2h_us=5.0)
+    prep["h"], prep["g"] = rng.uniform(5, 40, n), rng.uniform(1, 80, n)
+    p = dict(P0, c0_us=12.0, kappa=0.8, alpha=0.7, beta_us=25.0)
+    terms = {"u": 0.6, "clock_ratio": 1.0}
+    mine = tm.timeline_us(prep, p, terms)["total_us"]
+    ids = [k["id"] for k in record["kernels"]]
+    sim = simulate(record, dict(zip(ids, prep["h"] * p["kappa"])), dict(zip(ids, tm.gpu_stretched(prep["g"], p, terms))),
+                   {"session_overhead_us": 12.0, "h2d_us_per_byte": 0.0, "d2h_us_per_byte": 0.0, "h2d_fixed_us": 80.0,
+                    "d2h_fixed_us": 5.0, "launch_wait_us": 25.0 * 0.6, "ep": "cuda"})
+    assert sim["total_ms"] * 1e3 == pytest.approx(mine)
+
+
+def test_fit_recovers_known_constants(record):
+    rng = np.random.default_rng(1)
+    n = len(record["kernels"])
+    truth = dict(P0, c0_us=40.0, kappa=0.6, alpha=0.9, beta_us=30.0)
+    cases = []
+    for scale in (0.2, 0.5, 1.0, 2.0, 5.0):   # from dispatch-bound to GPU-bound models
+        prep = prep_of(record, 0, 0)
+        prep["h"], prep["g"] = rng.uniform(10, 40, n), rng.uniform(1, 40, n) * scale
+        for u in (0.0, 0.3, 0.6, 0.9):
+            load = {"bg_DCGM_FI_PROF_GR_ENGINE_ACTIVE": u}
+            cases.append((prep, load, tm.predict_ms(prep, truth, load, 0.0)))
+    idle = [c for c in cases if c[1]["bg_DCGM_FI_PROF_GR_ENGINE_ACTIVE"] == 0]
+    p = tm.fit_params(idle, 0.0, ("c0_us", "kappa"), dict(P0))
+    p = tm.fit_params(cases, 0.0, ("alpha", "beta_us"), p)
+    for k in ("c0_us", "kappa", "alpha", "beta_us"):
+        assert p[k] == pytest.approx(truth[k], rel=0.05), k
+
+
+def test_load_terms_prefix_clock_and_cpu():
+    t = tm.load_terms({"bg_DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.7, "bg_DCGM_FI_DEV_SM_CLOCK": 1500.0}, 1980.0)
+    assert t["u"] == pytest.approx(0.7) and t["clock_ratio"] == pytest.approx(1980 / 1500)
+    assert tm.load_terms({"DCGM_FI_PROF_GR_ENGINE_ACTIVE": 2.0}, 0.0)["u"] == 1.0
+    assert tm.load_terms({"bg_CPU_UTIL_PCT": 35.0}, 0.0)["u"] == pytest.approx(0.35)
+
+
+def test_host_table_fallbacks(record):
+    import pandas as pd
+    nt = pd.DataFrame([{"model": "m", "stress_level": 0.0, "node_name": k["node_name"], "op_name": k["op_type"],
+                        "kernel_time_us": 20.0 if k["op_type"] == "Conv" else 10.0} for k in record["kernels"]])
+    table = tm.host_table(nt, {"m": record})
+    assert table["by_op_us"]["Conv"] == 20.0 and table["by_op_us"]["Relu"] == 10.0
+    fake = {"kernels": [{"op_type": "Conv", "category": "conv"}, {"op_type": "NewOp", "category": "conv"},
+                        {"op_type": "Other", "category": "unknown"}]}
+    assert list(tm.host_us(fake, table)) == [20.0, 20.0, table["default_us"]]
+    with pytest.raises(HaseError):
+        tm.host_table(nt.assign(stress_level=0.5), {"m": record})
+
+
+# ---- transfer model (seed 003) -------------------------------------------------------------------
+def test_bandwidth_fit_on_synthetic_copies():
+    sizes = np.array([4e3, 6.4e4, 1e6, 1.6e7, 2.6e8])
+    ms = 8e-8 * sizes + 0.01          # 12.5 GB/s, 10 us fixed
+    f = fit_linear(sizes, ms * (1 + 0.01 * np.sin(sizes)))
+    assert f["bandwidth_GBps"] == pytest.approx(12.5, rel=0.03) and f["fixed_us"] == pytest.approx(10, rel=0.05)
+    with pytest.raises(HaseError):
+        fit_linear([1e3, 1e3], [0.1, 0.1])
+
+
+def test_bandwidth_cli_on_cpu_and_transfer_ms(tmp_path):
+    env = dict(os.environ, HASE_HOME=str(tmp_path))
+    r = subprocess.run([sys.executable, "benchmark/bandwidth.py", "--device", "cpu", "--set",
+                        "bandwidth.sizes_kb=[4,64,1024,16384]", "--set", "bandwidth.budget_ms=30"],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    path = next((tmp_path / "benchmark" / "results").glob("*/bandwidth_table.json"))
+    table = load_table(path)
+    for d in ("h2d", "d2h"):
+        pts = table["directions"][d]["points"]
+        assert [p["bytes"] for p in pts] == [4096, 65536, 1048576, 16777216]
+        assert all(p["p10_ms"] <= p["median_ms"] <= p["p90_ms"] for p in pts)
+        assert table["directions"][d]["fit"]["bandwidth_GBps"] > 0.1
+    assert transfer_ms(table, "h2d", 0) == 0.0
+    assert transfer_ms(table, "h2d", 2 ** 30) > transfer_ms(table, "h2d", 2 ** 20) > 0
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"directions": {}}))
+    with pytest.raises(HaseError, match="not a bandwidth table"):
+        load_table(bad)
+
+
+def test_load_calibration_cli_on_cpu(tmp_path):
+    env = dict(os.environ, HASE_HOME=str(tmp_path))
+    r = subprocess.run([sys.executable, "benchmark/calibrate_loads.py", "--device", "cpu", "--set", "settle_s=0.2",
+                        "--set", "calibration.sample_s=0.5", "--set", "calibration.stressor_levels=[0,1]",
+                        "--set", "calibration.stressor_modes=[matmul]"],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    import pandas as pd
+    d = next((tmp_path / "benchmark" / "results").glob("*/load_calibration.csv")).parent
+    df = pd.read_csv(d / "load_calibration.csv")
+    assert list(df["level"]) == [0.0, 1.0] and "CPU_UTIL_PCT" in df
+    assert "| stressor-matmul | 1 |" in (d / "load_calibration.md").read_text()
+    r = subprocess.run([sys.executable, "benchmark/calibrate_loads.py", "--device", "cpu", "--set",
+                        "calibration.stressor_levels=[1.5]"], cwd=REPO, env=env, capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].startswith("error:")

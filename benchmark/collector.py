@@ -455,7 +455,8 @@ def main() -> int:
             lg.close()
     if n_done < n_todo:
         log.info("time budget reached after %d of %d items; run again to continue", n_done, n_todo)
-    log.info("wrote %s, %s, %s", kernels_csv, models_csv, nodes_csv)
+    from benchmark.report import write_report
+    log.info("wrote %s, %s, %s and %s", kernels_csv, models_csv, nodes_csv, write_report(out_dir))
     return 0
 
 

@@ -25,4 +25,7 @@ python3 -c "import json; [print(f'run {i}: analyse_s', round(json.load(open('$OU
 echo "all done after $(el) s"
 } 2>&1 | tee $OUT/log.txt
 cp $HASE_HOME/benchmark/results/nvidia-h200/live/bandwidth_table.json $OUT/bandwidth_table_live.json 2>/dev/null
-ls -la "$OUT" "$OUT/live"
+# the device tool brings back at most 8 files: keep the ones the report needs
+for f in cases.csv summary.json pred_vs_actual.png; do mv $OUT/live/$f $OUT/live_$f; done
+rm -rf $OUT/live $OUT/predict_1.json
+ls -la "$OUT"

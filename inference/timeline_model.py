@@ -31,6 +31,7 @@ to session.run's own copies); alpha and beta on the training loads (the plan's s
 clock_exp stays 0 unless the training loads move the clock. The fit is judged on neighbours and
 models it never saw (evaluator.py).
 """
+import itertools
 import json
 import math
 import sys
@@ -177,11 +178,18 @@ def fit_params(cases: list, idle_clock_mhz: float, free: tuple, start: dict, cop
         p.update({k: v * SCALE[k] for k, v in zip(free, x)})
         return np.array([timeline_us(prep, p, t, copies)["total_us"] / 1e3 / y - 1.0
                          for (prep, _, y), t in zip(cases, terms)])
-    # a start on the bound of 0 would freeze finite differences (their step is relative to x)
-    x0 = np.array([(start[k] or INITIAL[k]) / SCALE[k] for k in free])
     lo = np.array([-50.0 if k == "c0_us" else 0.0 for k in free])  # c0 may be slightly negative
     hi = np.array([UPPER[k] / SCALE[k] for k in free])
-    sol = least_squares(resid, np.clip(x0, lo + 1e-9, hi - 1e-9), bounds=(lo, hi), loss="soft_l1", f_scale=0.1)
+    # the max() in the timeline makes the cost piecewise: start from a small grid and keep the best.
+    # (a start on the bound of 0 would freeze finite differences, whose step is relative to x)
+    base = np.array([(start[k] or INITIAL[k]) / SCALE[k] for k in free])
+    best = None
+    for mult in itertools.product((0.2, 1.0, 5.0), repeat=len(free)):
+        x0 = np.clip(base * np.array(mult), lo + 1e-6, hi - 1e-6)
+        sol = least_squares(resid, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1)
+        if best is None or sol.cost < best.cost:
+            best = sol
+    sol = best
     out = dict(start)
     out.update({k: float(v * SCALE[k]) for k, v in zip(free, sol.x)})
     return out

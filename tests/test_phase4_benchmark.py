@@ -393,6 +393,13 @@ def test_collection_columns_and_resume_noop(p4_home, p4_kernels):
     assert all(float(r["kernel_time_us"]) > 0 and r["op_name"] for r in nrows)
     saved = json.loads((out / "resolved_config.json").read_text())
     assert saved["config"]["max_kernels"] == 3 and saved["provenance"]["ort_version"]
+    # the human-readable report is rewritten after each collection (seed 003)
+    report = (out / "profiling_report.txt").read_text()
+    for part in ("== configuration", "kernel rows per kernel type", "per type and stress level",
+                 "whole models", "transfer bandwidth", "load calibration", "run-to-run noise"):
+        assert part in report, part
+    kinds = {r["OpType"] for r in krows}
+    assert all(t in report for t in kinds) and "stressor-matmul@0.5" in report
     # a rerun finds everything done: no new rows
     r = collector(p4_home, *FAST, "--set", "stress_levels=[0,0.5]", "--set", "max_kernels=3", "--set", "out=cols")
     assert r.returncode == 0, r.stderr

@@ -158,3 +158,37 @@ def test_load_calibration_cli_on_cpu(tmp_path):
     r = subprocess.run([sys.executable, "benchmark/calibrate_loads.py", "--device", "cpu", "--set",
                         "calibration.stressor_levels=[1.5]"], cwd=REPO, env=env, capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].startswith("error:")
+
+
+# ---- lookup table (seed 003) ---------------------------------------------------------------------
+def _rows():
+    import pandas as pd
+    rows = []
+    for kid, size, base in (("Conv_a", 1e6, 0.1), ("Conv_b", 1e8, 1.0), ("Relu_a", 1e6, 0.02)):
+        for busy, slow in ((0.0, 1.0), (0.4, 1.2), (0.9, 2.0)):
+            rows.append({"Kernel_ID": kid, "OpType": kid.split("_")[0], "flops": size / 2, "bytes_read": size / 4,
+                         "bytes_written": size / 4, "bg_DCGM_FI_PROF_GR_ENGINE_ACTIVE": busy,
+                         "latency_device_ms_median": base * slow})
+    return pd.DataFrame(rows)
+
+
+def test_lookup_exact_interpolated_and_flagged():
+    from training.lookup_table import LookupTable, build
+    lt = LookupTable(build(_rows(), "latency_device_ms_median"))
+    load = lambda u: {"bg_DCGM_FI_PROF_GR_ENGINE_ACTIVE": u}  # noqa: E731
+    assert lt.predict("Conv_a", "Conv", 1e6, load(0.4)) == (pytest.approx(0.12), "exact")
+    ms, how = lt.predict("Conv_a", "Conv", 1e6, load(0.2))
+    assert how == "load-interp" and 0.1 < ms < 0.12          # monotone between measured loads
+    assert lt.predict("Conv_a", "Conv", 1e6, load(1.0))[1] == "load-extrapolated"
+    ms, how = lt.predict("Conv_new", "Conv", 1e7, load(0.0))  # between two measured sizes (log-log)
+    assert how == "shape-interp" and ms == pytest.approx(np.sqrt(0.1 * 1.0))
+    assert lt.predict("Conv_big", "Conv", 1e9, load(0.0)) == (pytest.approx(10.0), "shape-extrapolated")
+    ms, how = lt.predict("Gemm_x", "Gemm", 1e6, load(0.0))
+    assert how == "missing" and np.isnan(ms)
+
+
+def test_lookup_drops_a_bad_run_but_keeps_physics():
+    from training.lookup_table import sane_points
+    # a kernel 40x slower at idle than under every heavier load is a bad run; a real slowdown stays
+    assert sane_points([0.0, 0.3, 0.6], [1.7, 0.04, 0.041]) == ([0.3, 0.6], [0.04, 0.041])
+    assert sane_points([0.0, 0.3, 0.9], [0.05, 0.06, 1.0]) == ([0.0, 0.3, 0.9], [0.05, 0.06, 1.0])

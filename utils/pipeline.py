@@ -24,6 +24,7 @@ STAGES = [
      ["batch_sizes=[1,4]", "resolutions=[64,128]", "models=[resnet18,mobilenet_v2]"]),
     ("analyse", "ort_analysis/fusion_detector.py", []),
     ("build", "kernel_model/kernel_builder.py", []),
+    ("bandwidth", "benchmark/bandwidth.py", ["bandwidth.max_bytes=67108864", "bandwidth.budget_ms=50"]),
     ("collect", "benchmark/collector.py",
      ["stress_levels=[0,0.6]", "runner.budget_ms=30", "settle_s=1", "bg_sample_ms=50"]),
     ("train", "training/train_kernel_model.py", []),

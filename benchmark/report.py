@@ -1,0 +1,152 @@
+"""A one-minute, human-readable summary of a phase 4 results folder (seed 003's report).
+
+  python benchmark/report.py [--device cuda] [--set out=nvidia-h200]     (the collector also writes it)
+
+Reads benchmark/results/<slug>/ (kernels.csv, models.csv, resolved_config.json and, when present,
+bandwidth_table.json, load_calibration.csv, noise/<run>/kernels.csv) and writes profiling_report.txt
+there: configuration and provenance, rows per stress level and kernel type, failures, transfer
+bandwidths, per-type latency by stress level, whole-model latency by load, load calibration and
+run-to-run noise.
+"""
+import itertools
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pandas as pd  # noqa: E402
+
+from utils import paths  # noqa: E402
+from utils.config import base_parser, from_args  # noqa: E402
+from utils.errors import HaseError, run_main  # noqa: E402
+from utils.logger import get_logger  # noqa: E402
+from utils.ort_session import device_slug, resolve_device  # noqa: E402
+
+REPORT = "profiling_report.txt"
+LAT = "latency_device_ms_median"
+
+
+def _read(path: Path):
+    return pd.read_csv(path) if path.exists() else None
+
+
+def section(title: str, body: str) -> str:
+    return f"== {title}\n{body.rstrip()}\n"
+
+
+def config_section(res: Path) -> str:
+    rc = res / "resolved_config.json"
+    if not rc.exists():
+        return section("configuration", "(no resolved_config.json)")
+    data = json.loads(rc.read_text())
+    prov, cfg = data.get("provenance", {}), data.get("config", {})
+    lines = [f"device: {prov.get('gpu_name') or prov.get('cpu', '?')} ({prov.get('ep', '?')}), driver "
+             f"{prov.get('gpu_driver', '-')}, onnxruntime {prov.get('ort_version', '?')}, {prov.get('date_utc', '?')}",
+             "loads: " + ", ".join(f"{ld['name']}@{ld['level']:g}" for ld in data.get("loads", [])),
+             f"runner: {cfg.get('runner')}, modes {cfg.get('modes')}, bg sample {cfg.get('bg_sample_ms')} ms, "
+             f"settle {cfg.get('settle_s')} s"]
+    return section("configuration", "\n".join(lines))
+
+
+def kernels_sections(k: pd.DataFrame) -> list:
+    out = []
+    ok = k[k["status"] == "ok"]
+    counts = ok.pivot_table(index="OpType", columns="stress_level", values="Kernel_ID", aggfunc="count", fill_value=0)
+    counts.loc["ALL"] = counts.sum()
+    failed = k[k["status"] != "ok"]
+    body = counts.to_string()
+    if len(failed):
+        body += f"\nfailed rows: {len(failed)} (e.g. {failed['Kernel_ID'].iloc[0]}: {failed['error'].iloc[0]})"
+    out.append(section("kernel rows per kernel type (rows) and stress level (columns)", body))
+    lat = LAT if LAT in ok else "latency_ms"
+    med = ok.pivot_table(index="OpType", columns="stress_level", values=lat, aggfunc="median")
+    p90 = ok.pivot_table(index="OpType", columns="stress_level", values=lat, aggfunc=lambda s: s.quantile(0.9))
+    table = med.map(lambda v: f"{v:.4f}") + " / " + p90.map(lambda v: f"{v:.4f}")
+    out.append(section(f"kernel {lat} per type and stress level: median / p90 over kernels", table.to_string()))
+    return out
+
+
+def models_section(m: pd.DataFrame) -> str:
+    ok = m[m["status"] == "ok"].copy()
+    ok["load_at"] = ok["load"] + "@" + ok["stress_level"].map("{:g}".format)
+    t = ok.pivot_table(index="model", columns="load_at", values="latency_e2e_ms_median", aggfunc="median")
+    return section("whole models: session.run median ms per load", t.round(3).to_string())
+
+
+def bandwidth_section(res: Path) -> str:
+    p = res / "bandwidth_table.json"
+    if not p.exists():
+        return section("transfer bandwidth", "(no bandwidth_table.json: run benchmark/bandwidth.py)")
+    t = json.loads(p.read_text())
+    lines = [f"method: {t.get('method')}, measured {t.get('measured_at')}"]
+    for d, v in t["directions"].items():
+        f = v["fit"]
+        lines.append(f"{d}: {f['bandwidth_GBps']:.2f} GB/s, fixed {f['fixed_us']:.1f} us "
+                     f"(latency_ms = {f['a_ms_per_byte']:.3e} * bytes + {f['b_ms']:.4f}; "
+                     f"fit mean rel err {100 * f['mean_rel_err']:.0f}%)")
+    return section("transfer bandwidth (latency = a * bytes + b)", "\n".join(lines))
+
+
+def calibration_section(res: Path) -> str:
+    c = _read(res / "load_calibration.csv")
+    if c is None:
+        return section("load calibration", "(no load_calibration.csv: run benchmark/calibrate_loads.py)")
+    cols = [x for x in ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE",
+                        "DCGM_FI_DEV_SM_CLOCK", "CPU_UTIL_PCT") if x in c]
+    return section("load calibration (each load alone)", c[["load", "level", *cols]].round(3).to_string(index=False))
+
+
+def noise_section(res: Path) -> str:
+    runs = {d.name: pd.read_csv(d / "kernels.csv").set_index("Kernel_ID")
+            for d in sorted((res / "noise").glob("*")) if (d / "kernels.csv").exists()}
+    if len(runs) < 2:
+        return section("run-to-run noise", "(fewer than two runs under noise/: not measured)")
+    lines = []
+    for a, b in itertools.combinations(runs, 2):
+        common = runs[a].index.intersection(runs[b].index)
+        for mode in ("device", "e2e"):
+            col = f"latency_{mode}_ms_median"
+            if col not in runs[a]:
+                continue
+            d = ((runs[a].loc[common, col] - runs[b].loc[common, col]).abs() / runs[b].loc[common, col] * 100)
+            lines.append(f"{a} vs {b} ({len(common)} kernels, {mode}): median |diff| {d.median():.1f}%, "
+                         f"p90 {d.quantile(0.9):.1f}%, max {d.max():.1f}%")
+    for name, df in runs.items():
+        ts = df["start_ts"].astype(float)
+        if len(ts) > 1:
+            lines.append(f"{name}: {len(df)} kernels in {ts.max() - ts.min():.1f} s = "
+                         f"{(len(df) - 1) / (ts.max() - ts.min()):.2f} kernel measurements/s")
+    return section("run-to-run noise (same kernels, idle) and collection throughput", "\n".join(lines))
+
+
+def write_report(res: Path) -> Path:
+    if not res.is_dir():
+        raise HaseError("no results folder (run benchmark/collector.py first)", res)
+    parts = [f"Hase phase 4 profiling report: {res}\n", config_section(res)]
+    k, m = _read(res / "kernels.csv"), _read(res / "models.csv")
+    if k is not None and len(k):
+        parts += kernels_sections(k)
+    if m is not None and len(m):
+        parts.append(models_section(m))
+    parts += [bandwidth_section(res), calibration_section(res), noise_section(res)]
+    path = res / REPORT
+    paths.atomic_write_text(path, "\n".join(parts))
+    return path
+
+
+def main() -> int:
+    from benchmark.collector import DEFAULTS
+    p = base_parser("Write profiling_report.txt for a phase 4 results folder", "benchmark")
+    args = p.parse_args()
+    cfg = from_args(args, DEFAULTS)
+    log = get_logger("benchmark", args.log_level)
+    slug = cfg["out"] or device_slug(resolve_device(cfg["device"], cfg["device_id"]), cfg["device_id"])
+    path = write_report(paths.bench_results_dir() / slug)
+    print(path.read_text())
+    log.info("wrote %s", path)
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)

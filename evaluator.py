@@ -1,6 +1,7 @@
 """Phase 7.2: compare predicted with measured session.run latency.
 
   python evaluator.py model.onnx|models_dir [--device] [--set levels=[0,0.6]]      live: measure + predict
+      [--set 'loads=[{kind: stressor, level: 0}, {kind: corunner, name: cnn_train, knob: 0.3}]']
   python evaluator.py --from-csv benchmark/results/<gpu>/models.csv [--from-csv more.csv] [--records DIR]
                       [--fit]                                                        offline, phase 4 data
 
@@ -12,6 +13,8 @@ Every other case is a test: held-out architectures, and held-out neighbours (co-
 Each case: model, bs, res, load, predicted, actual, error %. Estimators in every report:
   hase                 timeline model (host dispatch / GPU stream / copies) + time-slice interference
   hase_ignore_load     the same model at idle load ("ignore the load" baseline of the neighbour issue)
+  lookup_table         the same timeline with every kernel time from the phase 4 lookup table
+                       (exact, or interpolated over shape; the regressor only for unmeasured types)
   sum_standalone       Σ predicted standalone kernel latencies (nn-Meter style)
   alpha_sum_beta       α·Σ + β fitted on the training cases (seed 000's proposal)
   sum_ort_kernel_time  Σ ORT profiler _kernel_time as measured (host time on CUDA EP; seeds 000/001)
@@ -39,12 +42,12 @@ from utils.logger import get_logger  # noqa: E402
 from utils.ort_session import device_slug, provenance, resolve_device  # noqa: E402
 
 DEFAULTS = {"device": "auto", "predictor_dir": "", "timeline_model": "", "bandwidth_table": "",
-            "levels": [0.0], "stressor_mode": "matmul", "settle_s": 2.0, "bg_sample_s": 0.3, "warmup": 10,
+            "levels": [0.0], "stressor_mode": "matmul", "loads": [], "settle_s": 2.0, "bg_sample_s": 0.3, "warmup": 10,
             "budget_ms": 500, "min_loops": 10, "max_loops": 2000,
             "train_archs": [], "train_loads": ["stressor-matmul"], "gpu_floor_frac": 0.2,
             "fit_idle": ["c0_us", "kappa"], "fit_copy": ["copy_scale"], "fit_load": ["alpha", "beta_us"],
             "pin_dims": {}, "seed": 0}
-ESTIMATORS = ["hase", "hase_ignore_load", "sum_standalone", "alpha_sum_beta", "sum_ort_kernel_time"]
+ESTIMATORS = ["hase", "hase_ignore_load", "lookup_table", "sum_standalone", "alpha_sum_beta", "sum_ort_kernel_time"]
 
 
 def arch_of(model: str) -> str:
@@ -175,10 +178,26 @@ def build_timeline_model(df, records, node_times, predictor, bw, cfg, log) -> tu
     return model, preps
 
 
-def predict_cases(df: pd.DataFrame, preps: dict, model: dict, predictor) -> pd.DataFrame:
+def lookup_preps(records: dict, predictor, model: dict) -> dict:
+    """Timeline inputs with kernel times from the lookup table (seed 003's baseline)."""
+    if predictor.lookup is None:
+        return {}
+    out = {}
+    for m, rec in records.items():
+        got = predictor.lookup.predict_kernels(rec["kernels"], model["idle_load"])
+        if any(np.isnan(ms) for ms, _ in got.values()):   # a type the table never saw: the regressor
+            fallback = predictor.predict_kernels(rec["kernels"], model["idle_load"])
+            got = {k: (fallback[k], how) if np.isnan(ms) else (ms, how) for k, (ms, how) in got.items()}
+        out[m] = tm.prepared(rec, {k: ms for k, (ms, _) in got.items()}, model)
+    return out
+
+
+def predict_cases(df: pd.DataFrame, preps: dict, model: dict, predictor, lpreps=None) -> pd.DataFrame:
     p, clk = model["params"], model["idle_clock_mhz"]
     idle = model["idle_load"]
     df = df.copy()
+    if lpreps:
+        df["lookup_table_ms"] = [tm.predict_ms(lpreps[m], p, r, clk) for m, (_, r) in zip(df["model"], df.iterrows())]
     df["hase_ms"] = [tm.predict_ms(preps[m], p, r, clk) for m, (_, r) in zip(df["model"], df.iterrows())]
     df["hase_ignore_load_ms"] = [tm.predict_ms(preps[m], p, idle, clk) for m in df["model"]]
     df["sum_standalone_ms"] = [preps[m]["standalone_sum_ms"] for m in df["model"]]
@@ -221,24 +240,33 @@ def leave_one_arch_out(df, records, node_times, predictor, bw, cfg, log) -> dict
 
 
 # ---------- live ----------
+def live_loads(cfg: dict) -> list:
+    """Collector-style loads: `loads` if given (stressor levels and co-runners), else `levels`."""
+    from benchmark.collector import parse_loads
+    return parse_loads({"loads": cfg["loads"], "stress_levels": cfg["levels"], "stressor_mode": cfg["stressor_mode"]})
+
+
 def cases_live(targets: list, device: str, cfg: dict, predictor, model, log) -> pd.DataFrame:
+    from benchmark.collector import make_load
     from benchmark.gpu_metrics import make_source, snapshot
     from benchmark.ort_kernel_runner import measure, profile_node_times
-    from benchmark.stressor import Stressor
     from inference.predict_model_latency import analyse
     from utils.onnx_io import dummy_feed
     from utils.ort_session import make_session
     fields = [f[len(BG):] for f in predictor.load_fields]
+    loads = live_loads(cfg)
     records = {t: analyse(t, device, cfg) for t in tqdm(targets, desc="analyse", unit="model")}
     preps = {t: prepare_record(records[t], predictor, model) for t in targets}
+    p, clk = model["params"], model["idle_clock_mhz"]
     rows = []
-    for level in cfg["levels"]:
-        with Stressor(float(level), cfg["stressor_mode"], device):
-            time.sleep(cfg["settle_s"] if level > 0 else 0)
+    for ld in loads:
+        idle = ld["level"] == 0
+        with make_load(ld, device, {"stressor": {"period_ms": 20, "size": 0}, "device_id": 0}):
+            time.sleep(0 if idle else cfg["settle_s"])
             src = make_source({"source": "auto", "fields": fields}, device)
             src.start()
             try:
-                for t in tqdm(targets, desc=f"level {level}", unit="model"):
+                for t in tqdm(targets, desc=f"{ld['name']}@{ld['level']:g}", unit="model"):
                     sess = make_session(t, device, "all")
                     feed = dummy_feed(sess, seed=cfg["seed"])
                     load = {BG + k: v for k, v in snapshot(src, cfg["bg_sample_s"]).items()}  # model idle
@@ -246,14 +274,15 @@ def cases_live(targets: list, device: str, cfg: dict, predictor, model, log) -> 
                                 min_loops=cfg["min_loops"], max_loops=cfg["max_loops"])
                     nt = profile_node_times(t, device, runs=5)
                     bs, res = shape_of(t.stem)
-                    cond = "idle" if level == 0 else f"stressor-{cfg['stressor_mode']}@{level:g}"
+                    split = "idle" if idle else ("training load" if ld["name"] in cfg["train_loads"]
+                                                 else "held-out neighbour")
                     rows.append({"model": t.stem, "arch": arch_of(t.stem), "bs": bs, "res": res, "session": 0,
-                                 "condition": cond, "load_split": "idle" if level == 0 else "training load",
-                                 "model_split": "live", "is_train": False, "stress_level": level,
-                                 "actual_ms": m["median_ms"], "sum_ort_kernel_time_ms": nt["kernel_time_sum_us"] / 1e3,
-                                 "hase_ms": tm.predict_ms(preps[t], model["params"], load, model["idle_clock_mhz"]),
-                                 "hase_ignore_load_ms": tm.predict_ms(preps[t], model["params"], model["idle_load"],
-                                                                      model["idle_clock_mhz"]),
+                                 "condition": "idle" if idle else f"{ld['name']}@{ld['level']:g}",
+                                 "load": ld["name"], "stress_level": ld["level"], "load_split": split,
+                                 "model_split": "live", "is_train": False, "actual_ms": m["median_ms"],
+                                 "sum_ort_kernel_time_ms": nt["kernel_time_sum_us"] / 1e3,
+                                 "hase_ms": tm.predict_ms(preps[t], p, load, clk),
+                                 "hase_ignore_load_ms": tm.predict_ms(preps[t], p, model["idle_load"], clk),
                                  "sum_standalone_ms": preps[t]["standalone_sum_ms"], **load})
             finally:
                 src.stop()
@@ -363,7 +392,10 @@ def main() -> int:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 preps = {m: prepare_record(records[m], predictor, model) for m in records}
-        df = predict_cases(df, preps, model, predictor)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            lpreps = lookup_preps(records, predictor, model)
+        df = predict_cases(df, preps, model, predictor, lpreps)
         t0 = time.perf_counter()
         reps = 0
         while time.perf_counter() - t0 < 1.0:  # batch scoring speed from cached records (schedulers)
@@ -379,6 +411,10 @@ def main() -> int:
         if not targets:
             raise HaseError("no .onnx models in folder", args.target)
         model, mpath = load_timeline_model(cfg, slug)
+        if model is None:
+            raise HaseError("live evaluation needs the fitted timeline model (evaluator.py --from-csv ... --fit)",
+                            mpath)
+        live_loads(cfg)  # a bad load entry fails before any measurement
         df = cases_live(targets, device, cfg, predictor, model, log)
     else:
         raise HaseError("give a model/folder, or --from-csv")

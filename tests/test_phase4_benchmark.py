@@ -210,6 +210,29 @@ def test_corunner_starts_and_stops(name):
     assert gone(pid, 5.0)
 
 
+@pytest.mark.parametrize("name", sorted(CORUNNERS))
+def test_corunner_dies_with_killed_parent(tmp_path, name):
+    parent = tmp_path / "parent.py"
+    parent.write_text(textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(REPO)!r})
+        from benchmark.corunners import start_corunner
+        with start_corunner({name!r}, 0.3, "cpu") as c:
+            print(c.pid, flush=True)
+            time.sleep(120)
+    """))
+    proc = subprocess.Popen([PY, str(parent)], stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(proc.stdout.readline())
+        assert psutil.pid_exists(pid)
+        proc.kill()  # SIGKILL: no cleanup code runs in the parent
+        proc.wait(10)
+        assert gone(pid, 5.0), f"{name} outlived its killed parent"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 def test_corunner_bad_name_and_knob():
     with pytest.raises(HaseError, match="unknown co-runner"):
         start_corunner("nope", 0.5, "cpu")

@@ -155,3 +155,23 @@ def test_prometheus_end_to_end(home, tmp_path):
         for proc in (exporter, prom):
             proc.terminate()
             proc.wait(timeout=10)
+
+
+def test_live_evaluation_under_a_corunner(home, tmp_path):
+    """evaluator.py live mode: measure + predict one model at idle and next to a held-out co-runner."""
+    model = sorted((home / "model_zoo" / "models").glob("resnet18_bs1_64x64.onnx"))[0]
+    out = tmp_path / "live"
+    run(["evaluator.py", str(model), "--device", "cpu", "--set",
+         "loads=[{kind: stressor, level: 0}, {kind: corunner, name: small_infer, knob: 0.5}]",
+         "--set", "budget_ms=200", "--set", "settle_s=0.5", "--out", str(out)], home)
+    import pandas as pd
+    cases = pd.read_csv(out / "cases.csv")
+    assert list(cases["condition"]) == ["idle", "corunner-small_infer@0.5"]
+    assert list(cases["load_split"]) == ["idle", "held-out neighbour"]
+    assert (cases["actual_ms"] > 0).all() and (cases["hase_ms"] > 0).all()
+    summary = json.loads((out / "summary.json").read_text())
+    assert "held-out neighbour / live" in summary["by_split"]["hase"]
+    assert summary["slowdown"]["held-out neighbour"]["n"] == 1
+    bad = run(["evaluator.py", str(model), "--device", "cpu", "--set", "loads=[{kind: corunner, name: nope}]"],
+              home, check=False)
+    assert bad.returncode == 2 and "unknown co-runner" in bad.stderr.strip().splitlines()[-1]

@@ -159,13 +159,20 @@ def test_measure_budget_and_profile(p4_home, p4_kernels):
 
 
 # ---- stressor and co-runners ---------------------------------------------------------------------
-def test_stressor_dies_with_parent(tmp_path):
+# every load process: the plan's stressor and each co-runner (start expression, pid attribute)
+LOAD_STARTS = [("stressor", 'Stressor(0.5, "matmul", "cpu")')] + \
+              [(n, f'start_corunner({n!r}, 0.3, "cpu")') for n in sorted(CORUNNERS)]
+
+
+@pytest.mark.parametrize("name,start", LOAD_STARTS)
+def test_load_dies_with_killed_parent(tmp_path, name, start):
     parent = tmp_path / "parent.py"
     parent.write_text(textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {str(REPO)!r})
         from benchmark.stressor import Stressor
-        with Stressor(0.5, "matmul", "cpu") as s:
+        from benchmark.corunners import start_corunner
+        with {start} as s:
             print(s.pid, flush=True)
             time.sleep(120)
     """))
@@ -175,7 +182,7 @@ def test_stressor_dies_with_parent(tmp_path):
         assert psutil.pid_exists(pid)
         proc.kill()  # SIGKILL: no cleanup code runs in the parent
         proc.wait(10)
-        assert gone(pid, 5.0), "stressor outlived its parent"
+        assert gone(pid, 5.0), f"{name} outlived its killed parent"
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -208,29 +215,6 @@ def test_corunner_starts_and_stops(name):
         time.sleep(0.3)
         assert c.alive(), f"{name} exited on its own"
     assert gone(pid, 5.0)
-
-
-@pytest.mark.parametrize("name", sorted(CORUNNERS))
-def test_corunner_dies_with_killed_parent(tmp_path, name):
-    parent = tmp_path / "parent.py"
-    parent.write_text(textwrap.dedent(f"""
-        import sys, time
-        sys.path.insert(0, {str(REPO)!r})
-        from benchmark.corunners import start_corunner
-        with start_corunner({name!r}, 0.3, "cpu") as c:
-            print(c.pid, flush=True)
-            time.sleep(120)
-    """))
-    proc = subprocess.Popen([PY, str(parent)], stdout=subprocess.PIPE, text=True)
-    try:
-        pid = int(proc.stdout.readline())
-        assert psutil.pid_exists(pid)
-        proc.kill()  # SIGKILL: no cleanup code runs in the parent
-        proc.wait(10)
-        assert gone(pid, 5.0), f"{name} outlived its killed parent"
-    finally:
-        if proc.poll() is None:
-            proc.kill()
 
 
 def test_corunner_bad_name_and_knob():

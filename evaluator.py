@@ -45,7 +45,7 @@ DEFAULTS = {"device": "auto", "predictor_dir": "", "timeline_model": "", "bandwi
             "levels": [0.0], "stressor_mode": "matmul", "loads": [], "settle_s": 2.0, "bg_sample_s": 0.3, "warmup": 10,
             "budget_ms": 500, "min_loops": 10, "max_loops": 2000,
             "train_archs": [], "train_loads": ["stressor-matmul"], "gpu_floor_frac": 0.2,
-            "fit_idle": ["c0_us", "kappa"], "fit_copy": ["copy_scale"], "fit_load": ["alpha", "beta_us"],
+            "fit_idle": ["c0_us", "kappa", "overhead_us"], "fit_copy": ["copy_scale"], "fit_load": ["alpha", "beta_us"],
             "pin_dims": {}, "seed": 0}
 ESTIMATORS = ["hase", "hase_ignore_load", "lookup_table", "sum_standalone", "alpha_sum_beta", "sum_ort_kernel_time"]
 
@@ -159,7 +159,7 @@ def build_timeline_model(df, records, node_times, predictor, bw, cfg, log) -> tu
              "gpu_floor_frac": float(cfg["gpu_floor_frac"]), "bandwidth": bw, "idle_load": idle_load,
              "idle_clock_mhz": float(clocks.median()) if clocks.notna().any() else 0.0}
     preps = {m: prepare_record(records[m], predictor, model) for m in df["model"].unique()}
-    p = dict(tm.DEFAULT_PARAMS)
+    p = dict(tm.DEFAULT_PARAMS, overhead_us=model["standalone_overhead_us"])
 
     def cases(rows, col):
         return [(preps[r["model"]], r, float(r[col])) for _, r in rows.iterrows() if np.isfinite(float(r[col]))]

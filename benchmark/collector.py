@@ -280,14 +280,17 @@ def measure_item(path: Path, device: str, opt_level: str, cfg: dict, source, fie
     def failed(e):
         return {**out, "status": "failed", "error": one_line(e), "_sess": None, "_feed": None}
 
+    t0 = time.perf_counter()
     try:
         sess = make_session(path, device, opt_level, threads=cfg["threads"], device_id=cfg["device_id"])
         feed = dummy_feed(sess)
         runners = {m: make_runner(sess, feed, m, cfg["device_id"]) for m in modes}
     except Exception as e:  # any failure to build this item: a failed row, not a stop
         return failed(e)
+    t1 = time.perf_counter()
     # metric errors are not caught: they are configuration errors and stop the run
     out.update({f"bg_{k}": v for k, v in snapshot(source, cfg["bg_sample_ms"] / 1e3).items()})
+    t2 = time.perf_counter()
     res = {}
     try:
         for fn in runners.values():
@@ -304,7 +307,8 @@ def measure_item(path: Path, device: str, opt_level: str, cfg: dict, source, fie
         out[f"n_{m}"] = r["n"]
     first = "e2e" if "e2e" in res else modes[0]
     out.update({"latency_ms": res[first]["median_ms"], "start_ts": f"{start:.6f}", "end_ts": f"{end:.6f}",
-                "status": "ok", "error": "", "_sess": sess, "_feed": feed})
+                "status": "ok", "error": "", "_sess": sess, "_feed": feed,
+                "_cost_s": {"build": t1 - t0, "background": t2 - t1, "timing": time.perf_counter() - t2}})
     return out
 
 
@@ -383,6 +387,7 @@ def run_item(ctx: SimpleNamespace, kind: str, item, run: dict) -> dict:
 def collect(ctx: SimpleNamespace, plan: list, deadline: float, log) -> int:
     """Run the plan load by load; returns how many items were measured before the deadline."""
     n_done = 0
+    cost, t_items = {}, 0.0   # where an item's time goes (the throughput benchmark of the issue)
     with tqdm(total=sum(len(t) for _, t in plan), desc="collect", unit="item") as bar:
         for ld, todo in plan:
             if time.monotonic() >= deadline:
@@ -395,12 +400,24 @@ def collect(ctx: SimpleNamespace, plan: list, deadline: float, log) -> int:
                     if ld["level"] > 0 and not load.alive():
                         raise HaseError(f"load {ld['name']} at {ld['level']:g} died during collection")
                     bar.set_postfix_str(f"{ld['name']}@{ld['level']:g}")
+                    t0 = time.perf_counter()
                     row = run_item(ctx, kind, item, {"stress_level": ld["level"], "load": ld["name"]})
+                    if kind == "kernel" and "_cost_s" in row:
+                        t_items += time.perf_counter() - t0
+                        for k, v in row["_cost_s"].items():
+                            cost[k] = cost.get(k, 0.0) + v
+                        cost["n"] = cost.get("n", 0) + 1
                     if row["status"] != "ok":
                         name = item["file"] if kind == "kernel" else item[0].name
                         log.warning("%s failed under %s %g: %s", name, ld["name"], ld["level"], row["error"])
                     n_done += 1
                     bar.update(1)
+    if cost.get("n"):
+        n = cost["n"]
+        parts = {k: v for k, v in cost.items() if k != "n"}
+        log.info("kernels: %d measured, %.2f per second of item time; per item %s, rest (CSV, window "
+                 "metrics) %.0f ms", n, n / t_items, ", ".join(f"{k} {1e3 * v / n:.0f} ms" for k, v in parts.items()),
+                 1e3 * (t_items - sum(parts.values())) / n)
     return n_done
 
 

@@ -158,7 +158,7 @@ def predict_record(record: dict, predictor, load: dict, model=None) -> dict:
     res = tm.timeline_us(prep, p, terms)
     idle = tm.timeline_us(prep, p, tm.load_terms(model["idle_load"], model["idle_clock_mhz"]))
     host = prep["h"] * p["kappa"]
-    gpu = tm.gpu_stretched(prep["g"], p, terms)
+    gpu = tm.gpu_stretched(tm.gpu_idle_us(prep, p), p, terms)
     return {"model": record["model"], "device": record["device"], "total_ms": res["total_us"] / 1e3,
             "idle_ms": idle["total_us"] / 1e3, "method": "timeline", "neighbour_busy": terms["u"],
             "clock_ratio": terms["clock_ratio"], "kernel_sum_ms": prep["standalone_sum_ms"],

@@ -11,10 +11,10 @@ is done. session.run = C0 + H2D(inputs) + timeline + D2H(outputs):
   h_i    host cost per ORT op type, the median ORT-profiler `_kernel_time` of that op at idle in the
          phase 4 node_times.csv (falls back to the kernel category's median, then the global one);
          kappa rescales it because profiling itself inflates host time.
-  g_i    the phase 5 regressor's device-mode time of the standalone kernel at idle load, minus the
-         fixed cost every standalone IOBinding run pays (`standalone_overhead_us`, the 5th
-         percentile of idle device-mode kernel times: a kernel that does nothing costs that much),
-         never below `gpu_floor_frac` of the regressor's time.
+  g_i    the phase 5 regressor's (or the lookup table's) device-mode time of the standalone kernel at
+         idle load, minus the fixed cost every standalone IOBinding run pays (overhead_us: fitted,
+         starting from the 5th percentile of idle device-mode kernel times, what a kernel that does
+         nothing costs), never below `gpu_floor_frac` of the standalone time.
   copies the transfer model (benchmark/bandwidth.py): a*bytes + b per direction.
 
 Under load, without MPS the GPU time-slices between processes. From the background metrics the
@@ -25,8 +25,8 @@ predictor sees before the job starts (never the job's own activity):
     wait  = beta_us * u          # a kernel launched onto an idle stream first waits for the
                                  # neighbour's running kernel (dispatch-bound models pay it often)
 
-Fitted (a few physical constants, not a lookup), on the training architectures only: C0 and kappa
-at idle in IOBinding mode; copy_scale at idle in session.run mode (it maps the copy microbenchmark
+Fitted (a few physical constants, not a lookup), on the training architectures only: C0, kappa and
+overhead_us at idle in IOBinding mode; copy_scale at idle in session.run mode (it maps the copy microbenchmark
 to session.run's own copies); alpha and beta on the training loads (the plan's stressor levels).
 clock_exp stays 0 unless the training loads move the clock. The fit is judged on neighbours and
 models it never saw (evaluator.py).
@@ -49,11 +49,15 @@ FORMAT = "hase.timeline_model/1"
 BUSY, CLOCK = "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_SM_CLOCK"
 CPU_BUSY = "CPU_UTIL_PCT"
 CPU_EP = "CPUExecutionProvider"
-PARAM_NAMES = ("c0_us", "kappa", "copy_scale", "alpha", "beta_us", "clock_exp")
-DEFAULT_PARAMS = {"c0_us": 0.0, "kappa": 1.0, "copy_scale": 1.0, "alpha": 0.0, "beta_us": 0.0, "clock_exp": 0.0}
-INITIAL = {"c0_us": 50.0, "kappa": 1.0, "copy_scale": 1.0, "alpha": 0.5, "beta_us": 20.0, "clock_exp": 0.5}  # fit starts
-SCALE = {"c0_us": 100.0, "kappa": 1.0, "copy_scale": 1.0, "alpha": 1.0, "beta_us": 100.0, "clock_exp": 1.0}
-UPPER = {"c0_us": 1e4, "kappa": 5.0, "copy_scale": 5.0, "alpha": 100.0, "beta_us": 1e4, "clock_exp": 2.0}
+PARAM_NAMES = ("c0_us", "kappa", "overhead_us", "copy_scale", "alpha", "beta_us", "clock_exp")
+DEFAULT_PARAMS = {"c0_us": 0.0, "kappa": 1.0, "overhead_us": 0.0, "copy_scale": 1.0, "alpha": 0.0, "beta_us": 0.0,
+                  "clock_exp": 0.0}
+INITIAL = {"c0_us": 50.0, "kappa": 1.0, "overhead_us": 20.0, "copy_scale": 1.0, "alpha": 0.5, "beta_us": 20.0,
+           "clock_exp": 0.5}  # where a fit starts
+SCALE = {"c0_us": 100.0, "kappa": 1.0, "overhead_us": 10.0, "copy_scale": 1.0, "alpha": 1.0, "beta_us": 100.0,
+         "clock_exp": 1.0}
+UPPER = {"c0_us": 1e4, "kappa": 5.0, "overhead_us": 1e3, "copy_scale": 5.0, "alpha": 100.0, "beta_us": 1e4,
+         "clock_exp": 2.0}
 
 
 # ---- inputs of the timeline ------------------------------------------------------------------
@@ -78,10 +82,15 @@ def host_us(record: dict, table: dict) -> np.ndarray:
     return np.array([by_op.get(k["op_type"], by_cat.get(k.get("category"), d)) for k in record["kernels"]])
 
 
-def gpu_us(record: dict, kernel_ms: dict, overhead_us: float, floor_frac: float) -> np.ndarray:
-    """Idle GPU time per kernel from standalone device-mode predictions (ms, by kernel id)."""
-    dev = np.array([float(kernel_ms[k["id"]]) * 1e3 for k in record["kernels"]])
-    return np.maximum(dev - overhead_us, floor_frac * dev)
+def standalone_us(record: dict, kernel_ms: dict) -> np.ndarray:
+    """Standalone device-mode (IOBinding) time per kernel in us, from predictions in ms by kernel id."""
+    return np.array([float(kernel_ms[k["id"]]) * 1e3 for k in record["kernels"]])
+
+
+def gpu_idle_us(prep: dict, p: dict) -> np.ndarray:
+    """GPU time per kernel at idle: the standalone time minus what a standalone run of a kernel that
+    does nothing costs (overhead_us), never below `floor` of the standalone time."""
+    return np.maximum(prep["dev"] - p["overhead_us"], prep["floor"] * prep["dev"])
 
 
 def io_bytes(record: dict) -> tuple:
@@ -120,7 +129,7 @@ def prepared(record: dict, kernel_ms: dict, model: dict) -> dict:
     in_b, out_b = io_bytes(record)
     bw = model.get("bandwidth")
     return {"h": host_us(record, model["host_table"]),
-            "g": gpu_us(record, kernel_ms, model["standalone_overhead_us"], model["gpu_floor_frac"]),
+            "dev": standalone_us(record, kernel_ms), "floor": float(model["gpu_floor_frac"]),
             "on_host": np.array([k.get("ep") == CPU_EP for k in record["kernels"]]),
             "sync": np.array([k.get("op_type") == "MemcpyToHost" for k in record["kernels"]]),
             "h2d_us": copy_us(bw, "h2d", in_b), "d2h_us": copy_us(bw, "d2h", out_b),
@@ -134,9 +143,9 @@ def timeline_us(prep: dict, p: dict, terms: dict, copies: bool = True) -> dict:
     copy = p["copy_scale"] if copies else 0.0
     h2d, d2h = prep["h2d_us"] * copy, prep["d2h_us"] * copy
     if prep["device"] == "cpu":  # host and compute are one thread; the load slows both
-        body = float(np.sum(h + prep["g"])) * (1.0 + p["alpha"] * terms["u"])
+        body = float(np.sum(h + gpu_idle_us(prep, p))) * (1.0 + p["alpha"] * terms["u"])
         return {"total_us": p["c0_us"] + body, "host_first": 0, "gpu_us": 0.0, "wait_us": 0.0}
-    g = gpu_stretched(prep["g"], p, terms)
+    g = gpu_stretched(gpu_idle_us(prep, p), p, terms)
     wait = p["beta_us"] * terms["u"]
     t_host = t_gpu = h2d
     n_first = 0
@@ -208,4 +217,5 @@ def load(path: Path) -> dict:
                if k not in m]
     if missing:
         raise HaseError(f"timeline model lacks '{missing[0]}'", path)
+    m["params"] = {**DEFAULT_PARAMS, "overhead_us": m["standalone_overhead_us"], **m["params"]}
     return m

@@ -30,7 +30,7 @@ def record():
 
 def prep_of(record, h_us, g_us, h2d_us=0.0, d2h_us=0.0):
     n = len(record["kernels"])
-    return {"h": np.full(n, float(h_us)), "g": np.full(n, float(g_us)), "on_host": np.zeros(n, bool),
+    return {"h": np.full(n, float(h_us)), "dev": np.full(n, float(g_us)), "floor": 0.0, "on_host": np.zeros(n, bool),
             "sync": np.zeros(n, bool), "h2d_us": h2d_us, "d2h_us": d2h_us, "device": "cuda", "n": n}
 
 
@@ -63,12 +63,12 @@ def test_agrees_with_the_phase6_simulator(record):
     rng = np.random.default_rng(0)
     n = len(record["kernels"])
     prep = prep_of(record, 0, 0, h2d_us=80.0, d2h_us=5.0)
-    prep["h"], prep["g"] = rng.uniform(5, 40, n), rng.uniform(1, 80, n)
+    prep["h"], prep["dev"] = rng.uniform(5, 40, n), rng.uniform(1, 80, n)
     p = dict(P0, c0_us=12.0, kappa=0.8, alpha=0.7, beta_us=25.0)
     terms = {"u": 0.6, "clock_ratio": 1.0}
     mine = tm.timeline_us(prep, p, terms)["total_us"]
     ids = [k["id"] for k in record["kernels"]]
-    sim = simulate(record, dict(zip(ids, prep["h"] * p["kappa"])), dict(zip(ids, tm.gpu_stretched(prep["g"], p, terms))),
+    sim = simulate(record, dict(zip(ids, prep["h"] * p["kappa"])), dict(zip(ids, tm.gpu_stretched(tm.gpu_idle_us(prep, p), p, terms))),
                    {"session_overhead_us": 12.0, "h2d_us_per_byte": 0.0, "d2h_us_per_byte": 0.0, "h2d_fixed_us": 80.0,
                     "d2h_fixed_us": 5.0, "launch_wait_us": 25.0 * 0.6, "ep": "cuda"})
     assert sim["total_ms"] * 1e3 == pytest.approx(mine)
@@ -81,7 +81,7 @@ def test_fit_recovers_known_constants(record):
     cases = []
     for scale in (0.2, 0.5, 1.0, 2.0, 5.0):   # from dispatch-bound to GPU-bound models
         prep = prep_of(record, 0, 0)
-        prep["h"], prep["g"] = rng.uniform(10, 40, n), rng.uniform(1, 40, n) * scale
+        prep["h"], prep["dev"] = rng.uniform(10, 40, n), rng.uniform(1, 40, n) * scale
         for u in (0.0, 0.3, 0.6, 0.9):
             load = {"bg_DCGM_FI_PROF_GR_ENGINE_ACTIVE": u}
             cases.append((prep, load, tm.predict_ms(prep, truth, load, 0.0)))

@@ -42,7 +42,7 @@ LOOKUP = "lookup_table.json"
 MANIFEST = "manifest.json"
 ALGOS = ("xgboost", "random_forest")
 DEFAULTS = {
-    "device": "auto", "data_csv": "", "device_slug": "", "target": "latency_ms",
+    "device": "auto", "data_csv": "", "extra_csv": [], "device_slug": "", "target": "latency_ms",
     "models": list(ALGOS), "test_fraction": 0.2, "seed": 0, "min_rows_per_type": 30, "min_kernels_per_type": 4,
     "load_fields": {
         "cuda": ["bg_DCGM_FI_DEV_GPU_UTIL", "bg_DCGM_FI_DEV_MEM_COPY_UTIL", "bg_DCGM_FI_DEV_SM_CLOCK",
@@ -351,7 +351,7 @@ def train(df: pd.DataFrame, cfg: dict, load_fields: list, out_dir: Path, log) ->
     return manifest, staging
 
 
-def metadata(df: pd.DataFrame, csv_path: Path, kind: str, slug: str) -> dict:
+def metadata(df: pd.DataFrame, csv_path: Path, kind: str, slug: str, extra_csv=()) -> dict:
     import onnxruntime
     import sklearn
     import xgboost
@@ -368,6 +368,7 @@ def metadata(df: pd.DataFrame, csv_path: Path, kind: str, slug: str) -> dict:
         commit = None
     return {"device": kind, "device_slug": slug, "gpu_name": mode("gpu_name"), "gpu_driver": mode("gpu_driver"),
             "ort_version": mode("ort_version"), "data_csv": str(csv_path), "data_sha256": sha256_file(csv_path),
+            "extra_csv": {str(p): sha256_file(p) for p in extra_csv},
             "data_rows": int(len(df)), "stress_levels": sorted(df["stress_level"].dropna().unique().tolist())
             if "stress_level" in df.columns else [],
             "train_date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -399,6 +400,8 @@ def main() -> int:
     log = get_logger("training", args.log_level)
     csv_path, slug = resolve_paths(cfg)
     df = load_dataset(csv_path, cfg["target"])
+    for extra in cfg["extra_csv"]:   # more phase 4 kernel CSVs of the same device (later collections)
+        df = pd.concat([df, load_dataset(extra, cfg["target"])], ignore_index=True)
     kind = device_kind(df, cfg["device"])
     if kind not in cfg["load_fields"]:
         raise HaseError(f"load_fields has no list for device '{kind}'")
@@ -409,7 +412,7 @@ def main() -> int:
              df["Kernel_ID"].nunique(), df["OpType"].nunique(), load_fields)
     out_dir = paths.train_models_dir() / slug
     manifest, staging = train(df, cfg, load_fields, out_dir, log)
-    manifest["metadata"] = metadata(df, csv_path, kind, slug)
+    manifest["metadata"] = metadata(df, csv_path, kind, slug, cfg["extra_csv"])
     # what a standalone run of a kernel that does nothing costs (session + IOBinding overhead): the
     # whole-model timeline subtracts it from each predicted kernel time (inference/timeline_model.py)
     idle = df[df["stress_level"] == 0] if "stress_level" in df else df

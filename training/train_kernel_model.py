@@ -323,6 +323,12 @@ def train(df: pd.DataFrame, cfg: dict, load_fields: list, out_dir: Path, log) ->
     print(f"test split (composed predictor): {fmt_metrics(overall)}  [plan bar: MAPE < 15%]")
     for t, m in by_type.items():
         print(f"  {t:<28} via {per_type.get(t, 'global'):<28} {fmt_metrics(m)}")
+    by_level = {}
+    if "stress_level" in df.columns:   # a neighbour's time slice dominates tiny kernels at high load
+        levels = df["stress_level"].iloc[te].to_numpy()
+        for lv in sorted(set(levels)):
+            by_level[f"{lv:g}"] = metrics(y_ms[te][levels == lv], final_ms[levels == lv])
+            print(f"  stress level {lv:<5g} {fmt_metrics(by_level[f'{lv:g}'])}")
 
     # baseline: the lookup table of the training kernels, interpolating over shape for the test ones
     lt_pred, hows = lookup_table.evaluate(lookup_table.build(df.iloc[tr], target), df.iloc[te], target)
@@ -339,7 +345,8 @@ def train(df: pd.DataFrame, cfg: dict, load_fields: list, out_dir: Path, log) ->
         "type_codes": codes, "unseen_type_code": UNSEEN_CODE,
         "models": models, "per_type": per_type, "fallback_unknown_type": "generic",
         "candidates": candidates,
-        "metrics": {"test": overall, "test_by_type": by_type, "lookup_table_test": lookup_metrics},
+        "metrics": {"test": overall, "test_by_type": by_type, "test_by_stress_level": by_level,
+                    "lookup_table_test": lookup_metrics},
         "lookup_table": LOOKUP,
         # models are picked on the same test split the metrics come from: slightly optimistic
         "selection": "per model key, lowest MAPE on the test split",

@@ -358,6 +358,9 @@ def main() -> int:
     cfg = resolve(DEFAULTS, None, args.overrides, args.device)
     log = get_logger("evaluator", args.log_level)
     if args.from_csv:
+        for path in args.from_csv:  # inputs first: the predictor folder is named after the data's
+            if not path.exists():
+                raise HaseError("file not found", path)
         device = args.device if args.device in ("cpu", "cuda") else "cuda"
         slug = args.from_csv[0].parent.name
     else:

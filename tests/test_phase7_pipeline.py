@@ -175,3 +175,16 @@ def test_live_evaluation_under_a_corunner(home, tmp_path):
     bad = run(["evaluator.py", str(model), "--device", "cpu", "--set", "loads=[{kind: corunner, name: nope}]"],
               home, check=False)
     assert bad.returncode == 2 and "unknown co-runner" in bad.stderr.strip().splitlines()[-1]
+
+
+def test_evaluator_bad_inputs_are_one_line(home, tmp_path):
+    slug = slug_dir(home / "benchmark" / "results").name
+    missing = tmp_path / "nope.csv"
+    p = run(["evaluator.py", "--device", "cpu", "--from-csv", str(missing)], home, check=False)
+    assert p.returncode == 2 and p.stderr.strip().splitlines()[-1] == f"error: {missing}: file not found"
+    empty = tmp_path / "records"
+    empty.mkdir()
+    p = run(["evaluator.py", "--device", "cpu", "--from-csv", str(home / "benchmark" / "results" / slug / "models.csv"),
+             "--records", str(empty)], home, check=False)
+    last = p.stderr.strip().splitlines()[-1]
+    assert p.returncode == 2 and last.startswith(f"error: {empty}: no kernel record for model")

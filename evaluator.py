@@ -172,6 +172,12 @@ def build_timeline_model(df, records, node_times, predictor, bw, cfg, log) -> tu
     if cfg["fit_load"] and not loaded.empty:
         p = tm.fit_params(cases(loaded, "actual_ms"), clk, tuple(cfg["fit_load"]), p)
     model["params"] = p
+    # seed 000's baseline, fitted on the same training cases: session.run = alpha * Σ standalone + beta
+    sums = train["model"].map(lambda m: preps[m]["standalone_sum_ms"]).to_numpy()
+    w = 1.0 / train["actual_ms"].to_numpy()
+    (a, b), *_ = np.linalg.lstsq(np.column_stack([sums, np.ones(len(sums))]) * w[:, None],
+                                 train["actual_ms"].to_numpy() * w, rcond=None)
+    model["alpha_sum_beta"] = {"alpha": float(a), "beta_ms": float(b)}
     model["fitted_on"] = {"cases": int(len(train)), "models": sorted(train["model"].unique().tolist()),
                           "loads": sorted(train["condition"].unique().tolist())}
     log.info("timeline model: %s", ", ".join(f"{k}={v:.4g}" for k, v in p.items()))
@@ -192,6 +198,11 @@ def lookup_preps(records: dict, predictor, model: dict) -> dict:
     return out
 
 
+def alpha_sum_beta(sum_ms, model: dict):
+    c = model.get("alpha_sum_beta")
+    return c["alpha"] * np.asarray(sum_ms, float) + c["beta_ms"] if c else np.full(len(sum_ms), np.nan)
+
+
 def predict_cases(df: pd.DataFrame, preps: dict, model: dict, predictor, lpreps=None) -> pd.DataFrame:
     p, clk = model["params"], model["idle_clock_mhz"]
     idle = model["idle_load"]
@@ -201,11 +212,7 @@ def predict_cases(df: pd.DataFrame, preps: dict, model: dict, predictor, lpreps=
     df["hase_ms"] = [tm.predict_ms(preps[m], p, r, clk) for m, (_, r) in zip(df["model"], df.iterrows())]
     df["hase_ignore_load_ms"] = [tm.predict_ms(preps[m], p, idle, clk) for m in df["model"]]
     df["sum_standalone_ms"] = [preps[m]["standalone_sum_ms"] for m in df["model"]]
-    train = df[df["is_train"]]
-    X = np.column_stack([train["sum_standalone_ms"], np.ones(len(train))])
-    w = 1.0 / train["actual_ms"].to_numpy()
-    (a, b), *_ = np.linalg.lstsq(X * w[:, None], train["actual_ms"].to_numpy() * w, rcond=None)
-    df["alpha_sum_beta_ms"] = a * df["sum_standalone_ms"] + b
+    df["alpha_sum_beta_ms"] = alpha_sum_beta(df["sum_standalone_ms"], model)
     df["error_pct"] = error_pct(df["hase_ms"], df["actual_ms"])
     return df
 
@@ -287,6 +294,7 @@ def cases_live(targets: list, device: str, cfg: dict, predictor, model, log) -> 
             finally:
                 src.stop()
     df = pd.DataFrame(rows)
+    df["alpha_sum_beta_ms"] = alpha_sum_beta(df["sum_standalone_ms"], model)
     df["error_pct"] = error_pct(df["hase_ms"], df["actual_ms"])
     return df
 

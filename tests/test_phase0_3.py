@@ -1,6 +1,5 @@
 """Phases 0-3 on ORT's CPU EP with real exports, real sessions and small configs (batch 1, 64x64)."""
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,15 +17,11 @@ from utils.config import resolve  # noqa: E402
 from utils.errors import HaseError  # noqa: E402
 from utils.kernel_registry import canonical_type  # noqa: E402
 from utils.ort_session import cuda_probe, resolve_device  # noqa: E402
+from helpers import run_script  # noqa: E402
 
 
 def run(script, *args, home, check=True):
-    env = dict(os.environ, HASE_HOME=str(home))
-    p = subprocess.run([sys.executable, str(REPO / script), *args], env=env, capture_output=True, text=True,
-                       timeout=900)
-    if check and p.returncode != 0:
-        raise AssertionError(f"{script} failed ({p.returncode}):\n{p.stderr[-3000:]}")
-    return p
+    return run_script([REPO / script, *args], home, check)
 
 
 @pytest.fixture(scope="module")

@@ -34,6 +34,7 @@ from benchmark.stressor import Stressor  # noqa: E402
 from utils.errors import HaseError  # noqa: E402
 from utils.onnx_io import dummy_feed  # noqa: E402
 from utils.ort_session import make_session  # noqa: E402
+from helpers import wait_for_series  # noqa: E402
 
 PY = sys.executable
 FAST = ["--device", "cpu", "--set", "settle_s=0.2", "--set", "runner.budget_ms=20", "--set", "runner.warmup=3",
@@ -318,18 +319,8 @@ def p4_prometheus(tmp_path):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{prom_port}"
     try:
-        import requests
-        deadline = time.time() + 60
-        while time.time() < deadline:  # until two scrapes have landed
-            try:
-                q = requests.get(f"{url}/api/v1/query", params={"query": "count_over_time(DCGM_FI_DEV_GPU_UTIL[1m])"},
-                                 timeout=2).json()
-                if q["data"]["result"] and float(q["data"]["result"][0]["value"][1]) >= 2:
-                    break
-            except (requests.RequestException, ValueError, KeyError):
-                pass
-            time.sleep(0.5)
-        else:
+        # until two scrapes have landed
+        if not wait_for_series(url, "count_over_time(DCGM_FI_DEV_GPU_UTIL[1m])", min_value=2):
             pytest.fail("prometheus did not scrape the exporter within 60 s")
         yield url
     finally:

@@ -1,26 +1,21 @@
 """The whole chain on CPU EP (real exports, sessions and measurements), then phase 7's predictor:
 metrics file, missing field, and a real Prometheus server scraping the DCGM-format exporter."""
 import json
-import os
 import shutil
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-import requests
+
+from helpers import run_script, wait_for_series
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def run(args, home, check=True, timeout=900):
-    env = dict(os.environ, HASE_HOME=str(home))
-    p = subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
-    if check and p.returncode != 0:
-        raise AssertionError(f"{args} failed ({p.returncode}):\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}")
-    return p
+    return run_script(args, home, check, timeout, cwd=REPO)
 
 
 @pytest.fixture(scope="module")
@@ -131,16 +126,8 @@ def test_prometheus_end_to_end(home, tmp_path):
                             stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{pport}"
     try:
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                r = requests.get(f"{url}/api/v1/query", params={"query": "CPU_UTIL_PCT"}, timeout=2).json()
-                if r["data"]["result"]:
-                    break
-            except (requests.RequestException, ValueError, KeyError):
-                pass
-            time.sleep(1)
-        else:
+        # two scrapes, so the predictor's 1 s-step subquery over the last seconds surely sees one
+        if not wait_for_series(url, "count_over_time(CPU_UTIL_PCT[1m])", min_value=2):
             pytest.fail("Prometheus never scraped the exporter")
         out = tmp_path / "pred.json"
         queries = {f: f"{f}{{{{{{selector}}}}}}" for f in values}

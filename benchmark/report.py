@@ -123,7 +123,11 @@ def noise_section(res: Path) -> str:
 def write_report(res: Path) -> Path:
     if not res.is_dir():
         raise HaseError("no results folder (run benchmark/collector.py first)", res)
-    parts = [f"Hase phase 4 profiling report: {res}\n", config_section(res)]
+    try:
+        where = res.resolve().relative_to(paths.home().resolve())
+    except ValueError:
+        where = res
+    parts = [f"Hase phase 4 profiling report: {where}\n", config_section(res)]
     k, m = _read(res / "kernels.csv"), _read(res / "models.csv")
     if k is not None and len(k):
         parts += kernels_sections(k)

@@ -131,7 +131,8 @@ def _timeline_cpu(order, h, g, p) -> tuple:
 
 def trace_critical_path(events: list) -> list:
     """Walk back from the last-ending event through each event's cause; merge runs of the same
-    resource into segments (they tile [0, total] because every start is its cause's end)."""
+    resource into segments (they tile [0, total] because every start is its cause's end, except
+    for a launch wait behind a neighbour, which stays a gap before its kernel)."""
     if not events:
         return []
     i = max(range(len(events)), key=lambda j: (events[j]["end_us"], j))

@@ -175,3 +175,21 @@ def test_evaluator_bad_inputs_are_one_line(home, tmp_path):
              "--records", str(empty)], home, check=False)
     last = p.stderr.strip().splitlines()[-1]
     assert p.returncode == 2 and last.startswith(f"error: {empty}: no kernel record for model")
+
+
+def test_plain_sum_without_a_timeline_model(home, tmp_path):
+    """No fitted timeline model: the plan's first version (Σ in ORT's order), said so in the output."""
+    sys.path.insert(0, str(REPO))
+    from inference.predict_model_latency import format_prediction, predict_record
+    from training.train_kernel_model import load_predictor
+    from utils.paths import read_json
+    slug = slug_dir(home / "benchmark" / "results").name
+    predictor = load_predictor(home / "training" / "models" / slug)
+    record = read_json(home / "ort_analysis" / "ort_kernel_record" / "resnet18_bs1_64x64.cpu.json", "record")
+    load = {f: 10.0 for f in predictor.load_fields}
+    res = predict_record(record, predictor, load, None)
+    assert res["method"] == "sum" and res["total_ms"] == pytest.approx(sum(k["predicted_ms"] for k in res["kernels"]))
+    assert "no fitted timeline model" in format_prediction(res, 5)
+    missing = tmp_path / "none.json"
+    p = _predict(home, "--set", f"timeline_model={missing}", check=False)
+    assert p.returncode == 2 and p.stderr.strip().splitlines()[-1] == f"error: {missing}: file not found"

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
-from benchmark.ort_kernel_runner import stats  # noqa: E402
+from benchmark.ort_kernel_runner import time_loop  # noqa: E402
 from utils import paths  # noqa: E402
 from utils.config import base_parser, from_args, save_resolved  # noqa: E402
 from utils.errors import HaseError, run_main  # noqa: E402
@@ -50,12 +50,7 @@ def copy_fns(device: str, nbytes: int, device_id: int = 0) -> dict:
 def time_copy(fn, cfg: dict) -> dict:
     for _ in range(int(cfg["warmup"])):
         fn()
-    samples, t_end = [], time.perf_counter() + cfg["budget_ms"] / 1e3
-    while len(samples) < cfg["max_loops"] and (len(samples) < cfg["min_loops"] or time.perf_counter() < t_end):
-        t0 = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t0) * 1e3)
-    return stats(samples)
+    return time_loop(fn, None, cfg["budget_ms"], cfg["min_loops"], cfg["max_loops"])
 
 
 def fit_linear(bytes_, ms) -> dict:

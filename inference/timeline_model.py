@@ -41,9 +41,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
+from benchmark.bandwidth import transfer_ms  # noqa: E402
+from graph_model.dag_critical_path import io_bytes  # noqa: E402
 from utils import paths  # noqa: E402
 from utils.errors import HaseError  # noqa: E402
-from utils.onnx_io import nbytes  # noqa: E402
 
 FORMAT = "hase.timeline_model/1"
 BUSY, CLOCK = "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_SM_CLOCK"
@@ -93,17 +94,8 @@ def gpu_idle_us(prep: dict, p: dict) -> np.ndarray:
     return np.maximum(prep["dev"] - p["overhead_us"], prep["floor"] * prep["dev"])
 
 
-def io_bytes(record: dict) -> tuple:
-    def total(ts):
-        return float(sum(nbytes(t.get("shape") or [], t.get("dtype") or "float32") for t in ts or []))
-    return total(record.get("graph_inputs")), total(record.get("graph_outputs"))
-
-
 def copy_us(table, direction: str, nbytes_: float) -> float:
-    if table is None or nbytes_ <= 0:
-        return 0.0
-    f = table["directions"][direction]["fit"]
-    return max(f["a_ms_per_byte"] * nbytes_ + f["b_ms"], 0.0) * 1e3
+    return 0.0 if table is None else transfer_ms(table, direction, nbytes_) * 1e3
 
 
 def load_terms(load: dict, idle_clock_mhz: float) -> dict:
@@ -126,7 +118,7 @@ def load_terms(load: dict, idle_clock_mhz: float) -> dict:
 # ---- the timeline ----------------------------------------------------------------------------
 def prepared(record: dict, kernel_ms: dict, model: dict) -> dict:
     """Everything about one analysed model that does not depend on the load (cache it)."""
-    in_b, out_b = io_bytes(record)
+    in_b, out_b = io_bytes(record.get("graph_inputs")), io_bytes(record.get("graph_outputs"))
     bw = model.get("bandwidth")
     return {"h": host_us(record, model["host_table"]),
             "dev": standalone_us(record, kernel_ms), "floor": float(model["gpu_floor_frac"]),

@@ -32,8 +32,13 @@ DEFAULTS = {"device": "auto", "records": [], "opt_level": "disable", "skip_categ
 INDEX = "index.json"
 
 
+def kernel_id(kernel: dict) -> str:
+    """A kernel's name across phases: its file stem here, Kernel_ID in phase 4's CSV."""
+    return f"{kernel['type']}_{kernel['signature']}"
+
+
 def kernel_filename(kernel: dict) -> str:
-    return f"{kernel['type']}_{kernel['signature']}.onnx"
+    return kernel_id(kernel) + ".onnx"
 
 
 def _attr(name, value):

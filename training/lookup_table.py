@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from kernel_model.kernel_builder import kernel_id  # noqa: E402
 from utils import paths  # noqa: E402
 from utils.errors import HaseError  # noqa: E402
 
@@ -74,9 +75,9 @@ def sane_points(busy: list, ms: list, factor: float = OUTLIER_FACTOR) -> tuple:
 
 
 class LookupTable:
-    def __init__(self, table: dict):
-        if table.get("format") != FORMAT:
-            raise HaseError(f"not a lookup table (format {FORMAT})")
+    def __init__(self, table: dict, source=None):
+        if not isinstance(table, dict) or table.get("format") != FORMAT:
+            raise HaseError(f"not a lookup table (format {FORMAT})", source)
         self.t = table
         self.col = table["load_column"]
         self.by_type = {}
@@ -87,10 +88,13 @@ class LookupTable:
 
     @classmethod
     def load(cls, path: Path) -> "LookupTable":
-        try:
-            return cls(paths.read_json(path, "lookup table"))
-        except HaseError as e:
-            raise HaseError(str(e).split(": ", 1)[-1], path)
+        return cls(paths.read_json(path, "lookup table"), path)
+
+    def measured(self, kernel_id: str, load: dict):
+        """ms of an exactly measured kernel under the load (interpolated over load), else None."""
+        if kernel_id not in self.t["kernels"]:
+            return None
+        return self._at_load(kernel_id, busy_value(load, self.col))[0]
 
     def _at_load(self, kid: str, busy: float) -> tuple:
         e = self.t["kernels"][kid]
@@ -125,8 +129,7 @@ class LookupTable:
         """{kernel id: (ms, how)} for phase 2 record kernels (Kernel_ID = type_signature)."""
         out = {}
         for k in record_kernels:
-            kid = f"{k['type']}_{k.get('signature', '')}"
-            out[k["id"]] = self.predict(kid, k["type"], kernel_size(k.get("flops"), k.get("bytes_read"),
+            out[k["id"]] = self.predict(kernel_id(k), k["type"], kernel_size(k.get("flops"), k.get("bytes_read"),
                                                                     k.get("bytes_written")), load)
         return out
 

@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from kernel_model.kernel_builder import kernel_id  # noqa: E402
 from training import lookup_table  # noqa: E402
 from training.features import (META_TYPE, TYPE_COL, UNSEEN_CODE, feature_frame, feature_names,  # noqa: E402
                                generic_feature_names, type_vocabulary)
@@ -511,9 +512,9 @@ class KernelPredictor:
         out = {k.get("id", str(i)): float(v) for i, (k, v) in enumerate(zip(kernels, ms))}
         if self.lookup is not None and self.fast_path:
             for k in kernels:   # measured exactly (same type, shapes and attributes): the table wins
-                kid = f"{k.get('type')}_{k.get('signature', '')}"
-                if kid in self.lookup.t["kernels"] and "id" in k:
-                    out[k["id"]] = self.lookup._at_load(kid, lookup_table.busy_value(load, self.lookup.col))[0]
+                ms = self.lookup.measured(kernel_id(k), load) if "id" in k and "signature" in k else None
+                if ms is not None:
+                    out[k["id"]] = ms
         return out
 
 

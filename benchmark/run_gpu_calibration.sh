@@ -6,7 +6,7 @@ set -uo pipefail
 OUT=${1:?output dir}; mkdir -p "$OUT"
 export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
-R=$HASE_HOME/benchmark/results/nvidia-h200
+source benchmark/gpu_lib.sh
 {
 echo "== bandwidth"; python3 benchmark/bandwidth.py --device cuda 2>&1 | grep -v "bandwidth:"
 echo "== load calibration ($(el) s)"
@@ -16,8 +16,7 @@ python3 benchmark/calibrate_loads.py --device cuda --set settle_s=1.5 --set cali
 python3 benchmark/calibrate_loads.py --device cuda --set settle_s=1.5 --set calibration.sample_s=2 \
   --set calibration.stressor_modes=[memcpy] --set calibration.stressor_levels=[0.3,0.6,0.9] --set out=nvidia-h200/memcpy 2>&1 | grep -v "calibrate:"
 echo "== phases 1-3 for resnet18 bs16 224 + resnet50 bs128 512 ($(el) s)"
-python3 model_zoo/torchvision_exporter.py --device cuda --set models=[resnet18] --set batch_sizes=[16] --set resolutions=[224] 2>&1 | grep -E "error|ok on"
-python3 model_zoo/torchvision_exporter.py --device cuda --set models=[resnet50] --set batch_sizes=[128] --set resolutions=[512] 2>&1 | grep -E "error|ok on"
+export_model resnet18 16 224; export_model resnet50 128 512
 python3 ort_analysis/fusion_detector.py --device cuda --model $HASE_HOME/model_zoo/models/resnet18_bs16_224x224.onnx 2>&1 | grep -E "error|INFO" | tail -2
 python3 kernel_model/kernel_builder.py --device cuda --set verify=false 2>&1 | tail -1
 echo "== noise + throughput: the same kernels 3 times at idle ($(el) s)"

@@ -7,15 +7,9 @@ set -uo pipefail
 OUT=${1:?output dir}; mkdir -p "$OUT"
 export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1
 T0=$(date +%s); left() { echo $(( ${BUDGET_S:-560} - ($(date +%s) - T0) )); }
-R=$HASE_HOME/ort_analysis/ort_kernel_record
+source benchmark/gpu_lib.sh
 {
-python3 model_zoo/torchvision_exporter.py --device cuda 2>&1 | grep -E "error|done"
-for m in resnet50 mobilenet_v2 vgg11 resnet34 densenet121 efficientnet_b0 vit_b_16; do
-  python3 model_zoo/torchvision_exporter.py --device cuda --set "models=[$m]" --set batch_sizes=[16] --set resolutions=[224] 2>&1 | grep -E "error|ok on"
-done
-python3 ort_analysis/fusion_detector.py --device cuda 2>&1 | grep -E "error|INFO"
-python3 kernel_model/kernel_builder.py --device cuda --set verify=false \
-  --set "records=[$R/resnet18_*.cuda.json,$R/resnet50_*.cuda.json,$R/mobilenet_v2_*.cuda.json,$R/vgg11_*.cuda.json]" 2>&1 | tail -1
+zoo_phases_1_3
 echo "phases 1-3 done after $(( $(date +%s) - T0 )) s"
 # whole models first (ground truth for phase 7), then kernels with the time that is left
 python3 benchmark/collector.py --device cuda --set kernel_glob=NONE --set settle_s=2 --set runner.budget_ms=200 2>&1 | grep -vE "^collect|it/s|item/s" | tail -3

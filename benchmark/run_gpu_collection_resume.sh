@@ -6,16 +6,10 @@ set -uo pipefail
 OUT=${1:?output dir}; mkdir -p "$OUT"
 export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1
 T0=$(date +%s); left() { echo $(( ${BUDGET_S:-570} - ($(date +%s) - T0) )); }
-R=$HASE_HOME/ort_analysis/ort_kernel_record
+source benchmark/gpu_lib.sh
 RES=$HASE_HOME/benchmark/results/nvidia-h200
 {
-python3 model_zoo/torchvision_exporter.py --device cuda 2>&1 | grep -E "error|done"
-for m in resnet50 mobilenet_v2 vgg11 resnet34 densenet121 efficientnet_b0 vit_b_16; do
-  python3 model_zoo/torchvision_exporter.py --device cuda --set "models=[$m]" --set batch_sizes=[16] --set resolutions=[224] 2>&1 | grep -E "error"
-done
-python3 ort_analysis/fusion_detector.py --device cuda 2>&1 | grep -E "error"
-python3 kernel_model/kernel_builder.py --device cuda --set verify=false \
-  --set "records=[$R/resnet18_*.cuda.json,$R/resnet50_*.cuda.json,$R/mobilenet_v2_*.cuda.json,$R/vgg11_*.cuda.json]" 2>&1 | tail -1
+zoo_phases_1_3
 mkdir -p $RES && cp .carry/*.csv $RES/
 echo "phases 1-3 done after $(( $(date +%s) - T0 )) s"
 FAST="--set models_glob= --set settle_s=2 --set runner.budget_ms=25 --set runner.warmup=5 --set bg_sample_ms=40"

@@ -8,11 +8,11 @@ set -uo pipefail
 OUT=${1:?output dir}; mkdir -p "$OUT"
 export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
-exp() { python3 model_zoo/torchvision_exporter.py --device cuda --set "models=[$1]" --set "batch_sizes=[$2]" --set "resolutions=[$3]" 2>&1 | grep -E "error|ok on"; }
+source benchmark/gpu_lib.sh
 {
-python3 model_zoo/torchvision_exporter.py --device cuda 2>&1 | grep -E "error|done"
-for m in resnet50 mobilenet_v2 vgg11 resnet34 densenet121 efficientnet_b0 vit_b_16; do exp $m 16 224; done
-exp resnet18 1 224; exp mobilenet_v3_small 1 224; exp regnet_y_400mf 32 224; exp convnext_tiny 8 224; exp shufflenet_v2_x1_0 64 224
+export_zoo
+export_model resnet18 1 224; export_model mobilenet_v3_small 1 224; export_model regnet_y_400mf 32 224
+export_model convnext_tiny 8 224; export_model shufflenet_v2_x1_0 64 224
 python3 ort_analysis/fusion_detector.py --device cuda 2>&1 | grep -E "error|INFO" | tail -3
 echo "phases 1-2 done after $(el) s"
 python3 benchmark/collector.py --device cuda --set kernel_glob= --set settle_s=3 --set runner.budget_ms=150 \

@@ -7,11 +7,9 @@ set -uo pipefail
 OUT=${1:?output dir}; mkdir -p "$OUT"
 export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
-R=$HASE_HOME/ort_analysis/ort_kernel_record
+source benchmark/gpu_lib.sh
 {
-for m in efficientnet_b0 densenet121 vit_b_16; do
-  python3 model_zoo/torchvision_exporter.py --device cuda --set "models=[$m]" --set batch_sizes=[16] --set resolutions=[224] 2>&1 | grep -E "error|ok on"
-done
+for m in efficientnet_b0 densenet121 vit_b_16; do export_model $m 16 224; done
 python3 ort_analysis/fusion_detector.py --device cuda 2>&1 | grep -E "error|INFO" | tail -3
 python3 kernel_model/kernel_builder.py --device cuda --set verify=false 2>&1 | tail -1
 echo "phases 1-3 done after $(el) s"

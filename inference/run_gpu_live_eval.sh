@@ -8,12 +8,14 @@ OUT=${1:?output dir}; mkdir -p "$OUT"
 export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
 PRED=(--set predictor_dir=training/models/nvidia-h200 --set timeline_model=inference/results/nvidia-h200/timeline_model.json)
-exp() { python3 model_zoo/torchvision_exporter.py --device cuda --set "models=[$1]" --set "batch_sizes=[$2]" --set "resolutions=[$3]" 2>&1 | grep -E "error|ok on"; }
+source benchmark/gpu_lib.sh
 {
 python3 benchmark/bandwidth.py --device cuda --set out=nvidia-h200/live 2>&1 | grep -E "GB/s|error"
 # zoo configs, held-out ones, and architectures Hase has never measured (squeezenet1_1, resnext50_32x4d, regnet_x_400mf)
-exp resnet18 16 224; exp resnet18 128 320; exp resnet50 16 224; exp mobilenet_v3_small 1 224; exp resnet18 1 224
-exp efficientnet_b0 16 224; exp squeezenet1_1 32 224; exp resnext50_32x4d 8 224; exp regnet_x_400mf 16 224
+for cfg in "resnet18 16 224" "resnet18 128 320" "resnet50 16 224" "mobilenet_v3_small 1 224" "resnet18 1 224" \
+           "efficientnet_b0 16 224" "squeezenet1_1 32 224" "resnext50_32x4d 8 224" "regnet_x_400mf 16 224"; do
+  export_model $cfg
+done
 echo "exports done after $(el) s"
 python3 evaluator.py $HASE_HOME/model_zoo/models --device cuda --set levels=[0,0.6] "${PRED[@]}" --out $OUT/live 2>&1 | grep -vE "it/s|model/s|^analyse|^level"
 echo "live evaluation done after $(el) s"

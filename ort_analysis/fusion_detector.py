@@ -5,7 +5,8 @@ fused op chain (utils/kernel_registry.py), and write one JSON record per model.
 
 Output: ort_analysis/ort_kernel_record/<model>.<ep>.json with kernels (id, type, attributes,
 shapes, dtypes, FLOPs, bytes, source nodes, EP) and the edges between kernels; plus
-summary_<ep>.json with kernel-type counts per model.
+summary_<ep>.json: per model, kernel-type counts, the original op chains each type replaced, and
+phase 1's ORT-vs-PyTorch error.
 """
 import hashlib
 import json
@@ -28,6 +29,7 @@ from utils.onnx_io import load_model, nbytes  # noqa: E402
 from utils.ort_session import provenance, resolve_device  # noqa: E402
 
 NCHWC_SUFFIX = "_nchwc"  # ORT's NchwcTransformer names a node '<original output>_nchwc'
+BN_SUFFIX = "_bn"        # ... and a BatchNormalization it turns into a conv '<BN output>_bn_nchwc'
 
 
 def original_index(model):
@@ -68,28 +70,56 @@ def map_sources(opt_nodes: list, orig_model) -> list:
     """For each optimized node, the original nodes it replaced.
 
     Anchor: the node's output tensor as named in the original graph (ORT keeps the name of the
-    last fused node's output). NCHWc nodes are named '<original tensor>_nchwc'; their anchor comes
-    from the name and is extended forward over the epilogue (Add, activation) the node declares.
-    Walking back from the anchor to the node's inputs collects the fused original nodes. A node
-    with a new output name (e.g. QuickGelu) takes the original nodes between its inputs and the
-    next tensor another kernel produces.
+    last fused node's output). A node whose output ORT renamed gets its anchor from its own name:
+    NCHWc nodes are named '<original tensor>_nchwc' ('<BN output>_bn_nchwc' for a BatchNorm run as
+    an NCHWc conv). The anchor is extended forward over the epilogue (Add, activation) the node
+    declares. Walking back from the anchor to the node's inputs collects the fused original nodes.
+    A node with a new output name and no such anchor (e.g. QuickGelu) takes the original nodes
+    between its inputs and the next tensor another kernel produces, or, if there are none, the
+    original node whose name it kept. Last, the original nodes of a
+    rewrite ORT spread over several nodes joined by new tensors (Reshape -> Gemm -> Reshape of
+    MatMulAddFusion, Split -> Squeeze of GatherSliceToSplitFusion) go to its one working node.
     """
     producer, consumers, consts, g_inputs, g_outputs = original_index(orig_model)
+    by_name = {x.name: x for x in orig_model.graph.node if x.name}
 
     def derived_anchor(n):
-        base = n["name"][: -len(NCHWC_SUFFIX)] if n["name"].endswith(NCHWC_SUFFIX) else None
-        return base if base in producer else None
+        name = n["name"]
+        if name.endswith(NCHWC_SUFFIX):
+            base = name[: -len(NCHWC_SUFFIX)]
+            for cand in (base, base[: -len(BN_SUFFIX)] if base.endswith(BN_SUFFIX) else None):
+                if cand in producer:
+                    return cand
+        return None
 
-    visible = set()
+    visible, copied, anchors = set(), set(), set()  # original tensors the optimized graph still makes
     for n in opt_nodes:
-        visible.update(o["name"] for o in n["outputs"] if o["name"] in producer)
+        made = {o["name"] for o in n["outputs"] if o["name"] in producer}
+        visible |= made
+        if n["op_type"] in LAYOUT_OPS:  # a copy keeps its producer's name; the producer did the work
+            copied |= made
         if derived_anchor(n):
-            visible.add(derived_anchor(n))
+            anchors.add(derived_anchor(n))
+    visible |= anchors
+    copied -= anchors  # a copy of an NCHWc node's output: that node's name says who made it
+    reserved = set()  # main op + epilogue of every anchored node: never part of another's region
+    for n in opt_nodes:
+        outs = [o["name"] for o in n["outputs"]]
+        anchor = next((o for o in outs if o in producer), None) or derived_anchor(n)
+        if anchor:
+            reserved.update(id(x) for x in main_chain(n, anchor, producer, consts))
     alias, claimed, result = {}, set(), []
+    named = set()  # renamed tensors whose original name comes from their node's name
     order = {id(x): i for i, x in enumerate(orig_model.graph.node)}
     for n in opt_nodes:
         outs = [o["name"] for o in n["outputs"]]
-        frontier = {alias.get(e["name"], e["name"]) for e in n["inputs"] if e}
+        ins = [e["name"] for e in n["inputs"] if e]
+        if n["op_type"] in LAYOUT_OPS:
+            if ins and len(outs) == 1:
+                alias[outs[0]] = alias.get(ins[0], ins[0])
+            result.append([])
+            continue
+        frontier = set(ins) | {alias.get(i, i) for i in ins}
         anc = [o for o in outs if o in producer]
         found = []
         if not anc and derived_anchor(n) and len(outs) == 1:
@@ -107,8 +137,9 @@ def map_sources(opt_nodes: list, orig_model) -> list:
                 claimed.add(id(c))
                 t = c.output[0]
             alias[outs[0]] = t
+            named.add(outs[0])
             anc = [back_from]
-        elif not anc and n["op_type"] not in LAYOUT_OPS:
+        elif not anc:
             # new output name: forward closure from the inputs up to tensors other kernels produce
             region_out = set()
             changed = True
@@ -116,13 +147,22 @@ def map_sources(opt_nodes: list, orig_model) -> list:
                 changed = False
                 for t in list(frontier | region_out):
                     for c in consumers.get(t, []):
-                        if id(c) in claimed or any(o in visible for o in c.output):
+                        if id(c) in claimed or id(c) in reserved or \
+                                any(o in visible and o not in copied for o in c.output):
                             continue
+                        if all((not o) or o in consts for o in c.output):
+                            continue  # a constant ORT folds at load (an Identity of a weight): no kernel's work
                         if all((not i) or i in consts or i in frontier or i in region_out for i in c.input):
                             claimed.add(id(c))
                             found.append(c)
-                            region_out.update(o for o in c.output if o)
+                            if not any(o in copied for o in c.output):  # copied out: the region ends here
+                                region_out.update(o for o in c.output if o)
                             changed = True
+            same = by_name.get(n["name"])
+            if not found and same is not None and same.op_type == n["op_type"] and id(same) not in claimed:
+                # ORT rewired the node's inputs (e.g. pushed a Transpose through it) but kept its name
+                claimed.add(id(same))
+                found.append(same)
             if found and len(outs) == 1:
                 found.sort(key=lambda x: order[id(x)])
                 alias[outs[0]] = found[-1].output[0]
@@ -143,8 +183,76 @@ def map_sources(opt_nodes: list, orig_model) -> list:
             found.append(p)
             stack.extend(i for i in p.input if i)
         found.sort(key=lambda x: order[id(x)])
-        result.append([{"name": p.name, "op_type": p.op_type} for p in found])
-    return result
+        result.append(found)
+    result = regroup_rewrites(opt_nodes, result, set(producer) | g_inputs | named)
+    return [[{"name": p.name, "op_type": p.op_type} for p in sorted(f, key=lambda x: order[id(x)])] for f in result]
+
+
+def main_chain(n: dict, anchor: str, producer: dict, consts: set) -> list:
+    """Original nodes from a node's anchor back to its main op, through its declared epilogue
+    (and a BatchNorm folded into a conv); [] when the chain is not that plain."""
+    main = {n["op_type"], spec(n["op_type"]).base}
+    allowed = main | set(expected_epilogue(n)) | ({"BatchNormalization"} if spec(n["op_type"]).epilogue else set())
+    chain, t = [], anchor
+    while t in producer:
+        p = producer[t]
+        if p.op_type not in allowed:
+            return []
+        chain.append(p)
+        if p.op_type in main:
+            return chain
+        nxt = [i for i in p.input if i and i not in consts and i in producer and producer[i].op_type in allowed]
+        if len(nxt) != 1:
+            return []
+        t = nxt[0]
+    return []
+
+
+def regroup_rewrites(opt_nodes: list, sources: list, named: set) -> list:
+    """Give the original nodes of a multi-node rewrite to its one working node.
+
+    Optimized nodes joined by tensors that have no original name (and no alias from a node name)
+    are one rewrite of ORT's. If exactly one of them is not a reshape-like or layout node, it is
+    the kernel that does the work: it gets all the rewrite's original nodes; the others were
+    inserted by ORT. Otherwise each original node goes to the one member of its op type.
+    """
+    parent = list(range(len(opt_nodes)))
+
+    def root(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+    made_by = {}
+    for i, n in enumerate(opt_nodes):
+        for o in n["outputs"]:
+            made_by[o["name"]] = i
+    for i, n in enumerate(opt_nodes):
+        for e in n["inputs"]:
+            if e and e["name"] in made_by and e["name"] not in named:
+                parent[root(i)] = root(made_by[e["name"]])
+    groups = {}
+    for i in range(len(opt_nodes)):
+        groups.setdefault(root(i), []).append(i)
+    out = [list(f) for f in sources]
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        workers = [i for i in members if spec(opt_nodes[i]["op_type"]).category != "shape"
+                   and opt_nodes[i]["op_type"] not in LAYOUT_OPS]
+        pooled = [(i, p) for i in members for p in sources[i]]
+        if len(workers) == 1:
+            for i in members:
+                out[i] = [p for _, p in pooled] if i == workers[0] else []
+            continue
+        # several working nodes (e.g. a Transpose moved past a Mul): an original node goes to the
+        # one member of its own op type, if there is exactly one; otherwise it stays where it is
+        for i in members:
+            out[i] = []
+        for owner, p in pooled:
+            same = [i for i in members if spec(opt_nodes[i]["op_type"]).base == spec(p.op_type).base]
+            out[same[0] if len(same) == 1 else owner].append(p)
+    return out
 
 
 def has_sum_input(node) -> bool:
@@ -214,6 +322,28 @@ def build_record(model_path, device: str, cfg: dict, log=None) -> dict:
     }
 
 
+def model_summary(rec: dict) -> dict:
+    """Kernel-type counts of one record, and which original op chains became each type."""
+    chains = {}
+    for k in rec["kernels"]:
+        chain = "+".join(s["op_type"] for s in k["source_nodes"]) or "(inserted by ORT)"
+        per = chains.setdefault(k["type"], {})
+        per[chain] = per.get(chain, 0) + 1
+    return {"original_nodes": rec["original_node_count"], "kernels": rec["kernel_count"],
+            "multi_source_kernels": len(rec["fusions"]), "type_counts": rec["type_counts"],
+            "source_chains": {t: dict(sorted(c.items(), key=lambda x: -x[1])) for t, c in sorted(chains.items())},
+            "ort_vs_torch_relative_error": validation_error(rec)}
+
+
+def validation_error(rec: dict):
+    """Phase 1's ORT-vs-PyTorch error for this model on this EP, when phase 1 made it."""
+    manifest = paths.models_dir() / "manifest.json"
+    if not manifest.exists():
+        return None
+    entry = json.loads(manifest.read_text()).get("files", {}).get(Path(rec["source_model"]).name, {})
+    return entry.get("validated", {}).get(rec["device"], {}).get("relative_error")
+
+
 def record_path(model_stem: str, device: str) -> Path:
     return paths.kernel_record_dir() / f"{model_stem}.{device}.json"
 
@@ -240,14 +370,15 @@ def main() -> int:
     for mp in tqdm(models, desc="analyse", unit="model"):
         rec = build_record(mp, device, cfg, log)
         paths.atomic_write_text(record_path(rec["model"], device), json.dumps(rec, indent=1) + "\n")
-        summary[rec["model"]] = {"kernels": rec["kernel_count"], "original_nodes": rec["original_node_count"],
-                                 "type_counts": rec["type_counts"]}
+        summary[rec["model"]] = model_summary(rec)
         log.info("%s: %d original nodes -> %d kernels, %d fused", rec["model"], rec["original_node_count"],
                  rec["kernel_count"], len(rec["fusions"]))
     sp = out_dir / f"summary_{device}.json"
     old = json.loads(sp.read_text())["models"] if sp.exists() else {}
     old.update(summary)
-    paths.atomic_write_text(sp, json.dumps({"provenance": provenance(device), "models": old}, indent=1) + "\n")
+    data = {"what": f"kernel types ORT runs on {device} EP (ORT_ENABLE_ALL) per model, and the original op chains "
+                    "each type replaced", "provenance": provenance(device), "models": dict(sorted(old.items()))}
+    paths.atomic_write_text(sp, json.dumps(data, indent=1) + "\n")
     save_resolved(cfg, out_dir, f"resolved_config_{device}.json")
     return 0
 

@@ -216,3 +216,60 @@ def test_op_the_ep_cannot_run(tmp_path):
     _relu_model(f, [2, 8], op="NoSuchOp", domain="com.example")
     p = run("ort_analysis/fusion_detector.py", "--device", "cpu", "--model", str(f), home=tmp_path, check=False)
     _one_line_error(p, str(f), "ORT cannot")
+
+
+# ---------- the zoo the plan names ----------
+PLAN_ZOO = ["resnet18", "resnet34", "resnet50", "mobilenet_v2", "vgg11", "densenet121", "efficientnet_b0",
+            "vit_b_16"]
+
+
+def test_plan_zoo_exports_and_passes_phases_2_3(tmp_path):
+    """Every model the plan names exports, validates against PyTorch, is analysed, and each of its
+    kernels builds and runs as its own model (CPU EP, batch 1, 64x64)."""
+    small = ["--device", "cpu", "--set", "batch_sizes=[1]", "--set", "resolutions=[64]"]
+    run("model_zoo/torchvision_exporter.py", *small, "--set", f"models=[{','.join(PLAN_ZOO)}]", home=tmp_path)
+    run("ort_analysis/fusion_detector.py", "--device", "cpu", home=tmp_path)
+    run("kernel_model/kernel_builder.py", "--device", "cpu", home=tmp_path)
+    manifest = json.loads((tmp_path / "model_zoo" / "models" / "manifest.json").read_text())["files"]
+    recs = records(tmp_path)
+    index = json.loads((tmp_path / "kernel_model" / "kernel_onnx" / "index.json").read_text())["kernels"]
+    built = {i for e in index.values() if e["verified"] for i in e["instances"]}
+    for m in PLAN_ZOO:
+        stem = f"{m}_bs1_64x64"
+        assert manifest[stem + ".onnx"]["validated"]["cpu"]["relative_error"] <= 1e-3
+        rec = recs[stem]
+        assert rec["kernel_count"] > 0 and all(k["ep"] == "CPUExecutionProvider" for k in rec["kernels"])
+        assert all(k["type"] for k in rec["kernels"])
+        missing = [k["id"] for k in rec["kernels"] if f"{stem}:{k['id']}" not in built]
+        assert not missing, (stem, missing[:5])
+        # every original node is accounted for: fused into a kernel, folded, or a folded constant
+        assert sum(len(k["source_nodes"]) for k in rec["kernels"]) <= rec["original_node_count"]
+        # the original nodes are shared out sensibly: a kernel that computes has sources; only
+        # reshape-like and layout nodes may be ORT's own; no pooling, concat or elementwise kernel
+        # swallows a conv or a matrix product, and no original node goes to two kernels
+        for k in rec["kernels"]:
+            ops = [s["op_type"] for s in k["source_nodes"]]
+            if not ops:
+                assert k["category"] in ("shape", "copy"), (stem, k["id"], k["node_name"])
+            if k["category"] not in ("conv", "gemm", "attention"):
+                assert not {"Conv", "MatMul", "Gemm"} & set(ops), (stem, k["id"], ops)
+            if k["category"] == "conv":
+                assert {"Conv", "BatchNormalization"} & set(ops), (stem, k["id"], ops)
+        names = [s["name"] for k in rec["kernels"] for s in k["source_nodes"]]
+        assert len(names) == len(set(names)), stem
+    summary = json.loads((tmp_path / "ort_analysis" / "ort_kernel_record" / "summary_cpu.json").read_text())
+    assert set(summary["models"]) == {f"{m}_bs1_64x64" for m in PLAN_ZOO}
+    s18 = summary["models"]["resnet18_bs1_64x64"]
+    assert s18["type_counts"] == recs["resnet18_bs1_64x64"]["type_counts"]
+    assert s18["ort_vs_torch_relative_error"] <= 1e-3
+    assert sum(sum(c.values()) for c in s18["source_chains"].values()) == s18["kernels"]
+    # what ORT fused is read from the graphs: erf-GELU (ViT) and sigmoid*x (EfficientNet's SiLU)
+    # each become one kernel; ViT's MatMul+Add on 3-D input becomes one Gemm between two reshapes
+    vit = recs["vit_b_16_bs1_64x64"]
+    gemm_chains = summary["models"]["vit_b_16_bs1_64x64"]["source_chains"]["Gemm"]
+    assert gemm_chains.get("MatMul+Add", 0) >= 12, gemm_chains
+    gelu = [f["sources"] for f in vit["fusions"] if f["kernel"].startswith("Gelu#")]
+    assert gelu and all("Erf" in s for s in gelu)
+    eff = recs["efficientnet_b0_bs1_64x64"]
+    silu = [f["sources"] for f in eff["fusions"] if f["kernel"].startswith("QuickGelu#")]
+    assert silu and all(sorted(s) == ["Mul", "Sigmoid"] for s in silu)

@@ -39,6 +39,7 @@ from utils import paths  # noqa: E402
 from utils.config import base_parser, resolve, save_resolved  # noqa: E402
 from utils.errors import HaseError, run_main  # noqa: E402
 from utils.logger import get_logger  # noqa: E402
+from utils.metrics import accuracy, error_pct  # noqa: E402
 from utils.ort_session import device_slug, provenance, resolve_device  # noqa: E402
 
 DEFAULTS = {"device": "auto", "predictor_dir": "", "timeline_model": "", "bandwidth_table": "",
@@ -63,20 +64,6 @@ def shape_of(model: str) -> tuple:
         return None, None
 
 
-def error_pct(pred, actual):
-    return (np.asarray(pred, float) - np.asarray(actual, float)) / np.asarray(actual, float) * 100.0
-
-
-def metrics(pred, actual) -> dict:
-    e = np.abs(error_pct(pred, actual))
-    e = e[np.isfinite(e)]
-    if not len(e):
-        return {}
-    return {"n": int(len(e)), "MAPE_pct": float(np.mean(e)), "RMSPE_pct": float(np.sqrt(np.mean(e ** 2))),
-            "within_5pct": float(np.mean(e <= 5)), "within_10pct": float(np.mean(e <= 10)),
-            "within_15pct": float(np.mean(e <= 15))}
-
-
 def summarize(df: pd.DataFrame, by: str) -> dict:
     out = {}
     for est in ESTIMATORS:
@@ -84,8 +71,8 @@ def summarize(df: pd.DataFrame, by: str) -> dict:
         if col not in df or df[col].isna().all():
             continue
         for cond, g in [("all", df)] + list(df.groupby(by)):
-            m = metrics(g[col], g["actual_ms"])
-            if m:
+            m = accuracy(g[col], g["actual_ms"])
+            if m["n"]:
                 out.setdefault(est, {})[str(cond)] = m
     return out
 
@@ -242,7 +229,7 @@ def leave_one_arch_out(df, records, node_times, predictor, bw, cfg, log) -> dict
             continue
         model, preps = build_timeline_model(sub, records, node_times, predictor, bw, cfg, log)
         test = predict_cases(sub[sub["arch"] == arch], preps, model, predictor)
-        out[arch] = metrics(test["hase_ms"], test["actual_ms"])
+        out[arch] = accuracy(test["hase_ms"], test["actual_ms"])
     return out
 
 
@@ -254,13 +241,15 @@ def live_loads(cfg: dict) -> list:
 
 
 def cases_live(targets: list, device: str, cfg: dict, predictor, model, log) -> pd.DataFrame:
-    from benchmark.collector import make_load
-    from benchmark.gpu_metrics import make_source, snapshot
-    from benchmark.ort_kernel_runner import measure, profile_node_times
+    """Measure each target under each load the way phase 4 measures models (collector.measure_item:
+    session, background sample while it is idle, warm-up, timed loop), then predict it."""
+    from benchmark.collector import make_load, measure_item
+    from benchmark.gpu_metrics import make_source
+    from benchmark.ort_kernel_runner import profile_node_times
     from inference.predict_model_latency import analyse
-    from utils.onnx_io import dummy_feed
-    from utils.ort_session import make_session
     fields = [f[len(BG):] for f in predictor.load_fields]
+    item_cfg = {"runner": {k: cfg[k] for k in ("warmup", "budget_ms", "min_loops", "max_loops")},
+                "modes": ["e2e"], "threads": 0, "device_id": 0, "bg_sample_ms": cfg["bg_sample_s"] * 1e3}
     loads = live_loads(cfg)
     records = {t: analyse(t, device, cfg) for t in tqdm(targets, desc="analyse", unit="model")}
     preps = {t: prepare_record(records[t], predictor, model) for t in targets}
@@ -274,19 +263,18 @@ def cases_live(targets: list, device: str, cfg: dict, predictor, model, log) -> 
             src.start()
             try:
                 for t in tqdm(targets, desc=f"{ld['name']}@{ld['level']:g}", unit="model"):
-                    sess = make_session(t, device, "all")
-                    feed = dummy_feed(sess, seed=cfg["seed"])
-                    load = {BG + k: v for k, v in snapshot(src, cfg["bg_sample_s"]).items()}  # model idle
-                    m = measure(sess, feed, "e2e", warmup=cfg["warmup"], budget_ms=cfg["budget_ms"],
-                                min_loops=cfg["min_loops"], max_loops=cfg["max_loops"])
-                    nt = profile_node_times(t, device, runs=5)
+                    m = measure_item(t, device, "all", item_cfg, src, fields)
+                    if m["status"] != "ok":
+                        raise HaseError(f"cannot measure it under {ld['name']}@{ld['level']:g}: {m['error']}", t)
+                    load = {BG + f: m[BG + f] for f in fields}
+                    nt = profile_node_times(t, device, runs=5, feed=m["_feed"])
                     bs, res = shape_of(t.stem)
                     split = "idle" if idle else ("training load" if ld["name"] in cfg["train_loads"]
                                                  else "held-out neighbour")
                     rows.append({"model": t.stem, "arch": arch_of(t.stem), "bs": bs, "res": res, "session": 0,
                                  "condition": "idle" if idle else f"{ld['name']}@{ld['level']:g}",
                                  "load": ld["name"], "stress_level": ld["level"], "load_split": split,
-                                 "model_split": "live", "is_train": False, "actual_ms": m["median_ms"],
+                                 "model_split": "live", "is_train": False, "actual_ms": m["latency_e2e_ms_median"],
                                  "sum_ort_kernel_time_ms": nt["kernel_time_sum_us"] / 1e3,
                                  "hase_ms": tm.predict_ms(preps[t], p, load, clk),
                                  "hase_ignore_load_ms": tm.predict_ms(preps[t], p, model["idle_load"], clk),
@@ -351,7 +339,7 @@ def print_table(df: pd.DataFrame, summary: dict, group: str) -> None:
     print(f"summary by {group}:")
     for est, conds in summary.items():
         for cond, m in conds.items():
-            print(f"  {est:20s} {cond:40s} n={m['n']:3d}  MAPE {m['MAPE_pct']:6.1f}%  ±10% {100 * m['within_10pct']:5.1f}%")
+            print(f"  {est:20s} {cond:40s} n={m['n']:3d}  MAPE {m['mape_pct']:6.1f}%  ±10% {m['within_10pct']:5.1f}%")
 
 
 def main() -> int:
@@ -435,7 +423,7 @@ def main() -> int:
     slow = slowdowns(df)
     group = df["load_split"] + " / " + df["model_split"]
     summary = {"by_split": summarize(df.assign(group=group), "group"), "by_condition": summarize(df, "condition"),
-               "slowdown": {k: metrics(g["predicted"], g["measured"]) for k, g in
+               "slowdown": {k: accuracy(g["predicted"], g["measured"]) for k, g in
                             [("all", slow)] + list(slow.groupby("load_split")) + list(slow.groupby("condition"))
                             if len(g)},
                "timeline_model": str(mpath), "params": model["params"], "cases": int(len(df)), **extra}
@@ -447,7 +435,7 @@ def main() -> int:
     save_resolved(cfg, out_dir)
     print_table(df, summary["by_split"], "split")
     for arch, m in extra.get("leave_one_architecture_out", {}).items():
-        print(f"  leave-one-architecture-out {arch:20s} MAPE {m['MAPE_pct']:6.1f}%  ±10% {100 * m['within_10pct']:5.1f}%")
+        print(f"  leave-one-architecture-out {arch:20s} MAPE {m['mape_pct']:6.1f}%  ±10% {m['within_10pct']:5.1f}%")
     if "batch_scoring_cases_per_s" in extra:
         print(f"batch scoring from cached records: {extra['batch_scoring_cases_per_s']:.0f} cases/s")
     print(f"wrote {out_dir}/cases.csv, slowdowns.csv, summary.json, pred_vs_actual.png, error_cdf.png")

@@ -29,7 +29,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import networkx as nx  # noqa: E402
-import numpy as np  # noqa: E402
 
 from graph_model.dag_critical_path import (DEFAULTS, build_dag, execution_order, load_dag,  # noqa: E402
                                            load_record)
@@ -215,46 +214,6 @@ def write_chrome_trace(result: dict, path) -> Path:
     path = Path(path)
     paths.atomic_write_text(path, json.dumps(chrome_trace(result)) + "\n")
     return path
-
-
-# ---- fitting the parameters from measurements --------------------------------------------------
-
-def fit_copy_params(nbytes, us) -> tuple:
-    """(us_per_byte, fixed_us) of copy time = a*bytes + b, least squares (seed 003's bandwidth fit)."""
-    x, y = np.asarray(nbytes, float), np.asarray(us, float)
-    if len(x) < 2 or np.ptp(x) == 0:
-        raise HaseError("copy fit needs at least two different sizes")
-    a, b = np.polyfit(x, y, 1)
-    return max(float(a), 0.0), max(float(b), 0.0)
-
-
-def fit_session_overhead_us(measured_ms, simulated_ms_no_overhead) -> float:
-    """Fixed per-run overhead: median of measured - simulated (simulated with overhead 0)."""
-    d = np.asarray(measured_ms, float) - np.asarray(simulated_ms_no_overhead, float)
-    if not len(d):
-        raise HaseError("overhead fit needs at least one model")
-    return max(float(np.median(d)) * 1e3, 0.0)
-
-
-def host_us_from_node_times(node_times, dag_or_record, **filters) -> dict:
-    """{kernel id: us} from phase 4 node_times.csv rows (ORT profiler host time per node, median
-    over runs), matched on the optimized node name. filters: column=value, e.g. model=..., stress_level=0."""
-    import pandas as pd
-    dag = as_dag(dag_or_record)
-    df = node_times if isinstance(node_times, pd.DataFrame) else pd.read_csv(node_times)
-    for col, val in filters.items():
-        if col not in df.columns:
-            raise HaseError(f"node times have no column '{col}'")
-        df = df[df[col] == val]
-    names = df["node_name"].astype(str).str.replace(r"_kernel_time$", "", regex=True)
-    med = df.assign(node_name=names).groupby("node_name")["kernel_time_us"].median()
-    out = {}
-    for n in dag:
-        name = dag.nodes[n].get("node_name")
-        if name not in med.index:
-            raise HaseError(f"node times have no row for kernel '{n}' (node '{name}')")
-        out[n] = float(med[name])
-    return out
 
 
 # ---- CLI -------------------------------------------------------------------------------------

@@ -385,13 +385,3 @@ def test_chrome_trace_is_valid(records, tmp_path, home):
                      "--set", "overlap.ep=cuda", "--trace", str(tmp_path / "cli.json"), home=home)
     assert "predicted session.run" in res.stdout
     assert json.loads((tmp_path / "cli.json").read_text())["traceEvents"]
-
-
-def test_fit_helpers():
-    a, b = osim.fit_copy_params([0, 1000, 2000], [10, 20, 30])
-    assert (a, b) == (pytest.approx(0.01), pytest.approx(10))
-    assert osim.fit_session_overhead_us([1.0, 1.2, 1.1], [0.9, 1.0, 1.0]) == pytest.approx(100)
-    rec = chain_record(2)
-    rec["kernels"][0]["node_name"], rec["kernels"][1]["node_name"] = "a", "b"
-    nt = pd.DataFrame({"model": "chain", "node_name": ["a_kernel_time", "b", "a"], "kernel_time_us": [3, 5, 5]})
-    assert osim.host_us_from_node_times(nt, rec, model="chain") == {"K#0": 4.0, "K#1": 5.0}

@@ -84,7 +84,7 @@ def test_evaluator_fit_saved_and_read_back(home):
     run(["evaluator.py", "--device", "cpu", "--from-csv", str(home / "benchmark" / "results" / slug / "models.csv"),
          "--out", str(home / "re_eval")], home)
     after = json.loads((home / "re_eval" / "summary.json").read_text())
-    assert after["by_condition"]["hase"]["all"]["MAPE_pct"] == pytest.approx(before["by_condition"]["hase"]["all"]["MAPE_pct"])
+    assert after["by_condition"]["hase"]["all"]["mape_pct"] == pytest.approx(before["by_condition"]["hase"]["all"]["mape_pct"])
     assert after["batch_scoring_cases_per_s"] > 0
 
 

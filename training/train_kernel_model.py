@@ -37,6 +37,7 @@ from utils import paths  # noqa: E402
 from utils.config import base_parser, from_args, save_resolved  # noqa: E402
 from utils.errors import HaseError, run_main  # noqa: E402
 from utils.logger import get_logger  # noqa: E402
+from utils.metrics import accuracy, fmt  # noqa: E402
 
 FORMAT = "hase.kernel_model/1"
 LOOKUP = "lookup_table.json"
@@ -57,7 +58,6 @@ DEFAULTS = {
     "random_forest": {"n_estimators": 200, "max_depth": None, "min_samples_leaf": 2, "max_features": 1.0},
     "n_jobs": 0, "show_rows": 5,
 }
-ACC_BANDS_PCT = (5, 10, 15)
 
 
 class UnknownKernelTypeWarning(UserWarning):
@@ -137,25 +137,6 @@ def group_split(groups, test_fraction: float, seed: int) -> tuple:
 
 
 # ---- metrics ---------------------------------------------------------------------------------
-
-def metrics(true_ms, pred_ms) -> dict:
-    t, p = np.asarray(true_ms, float), np.asarray(pred_ms, float)
-    if len(t) == 0:
-        return {"n": 0}
-    rel = (p - t) / t
-    out = {"n": int(len(t)), "mape_pct": float(np.mean(np.abs(rel)) * 100),
-           "rmspe_pct": float(np.sqrt(np.mean(rel ** 2)) * 100)}
-    for band in ACC_BANDS_PCT:
-        out[f"acc_{band}pct"] = float(np.mean(np.abs(rel) <= band / 100) * 100)
-    return out
-
-
-def fmt_metrics(m: dict) -> str:
-    if not m.get("n"):
-        return "n=0"
-    acc = " ".join(f"±{b}%={m[f'acc_{b}pct']:.0f}%" for b in ACC_BANDS_PCT)
-    return f"n={m['n']} MAPE={m['mape_pct']:.2f}% RMSPE={m['rmspe_pct']:.2f}% {acc}"
-
 
 # ---- models ----------------------------------------------------------------------------------
 
@@ -270,14 +251,14 @@ def train(df: pd.DataFrame, cfg: dict, load_fields: list, out_dir: Path, log) ->
         for a in algos:
             fitted[a] = fit(a, Xtr[cols], ytr, cfg)
             p = predict_log(fitted[a], Xte[cols])
-            cands[a] = metrics(y_ms[te], np.exp(p))
+            cands[a] = accuracy(np.exp(p), y_ms[te])
             pred_test_log[(key, a)] = p
         best = best_of(cands)
         candidates[key] = cands
         models[key] = save_model(fitted[best], best, key, cols, staging, Xte)
         models[key]["test"] = cands[best]
         pred_test_log[key] = pred_test_log[(key, best)]
-        log.info("%s: %s", key, " | ".join(f"{a}: {fmt_metrics(m)}" for a, m in cands.items()))
+        log.info("%s: %s", key, " | ".join(f"{a}: {fmt(m)}" for a, m in cands.items()))
 
     # per-type models where a type has enough rows; keep whichever of them or global is better
     te_types = types[te]
@@ -292,11 +273,11 @@ def train(df: pd.DataFrame, cfg: dict, load_fields: list, out_dir: Path, log) ->
             log.info("type %s: no test rows, cannot compare; keeping the global model", t)
             per_type[t] = "global"
             continue
-        cands = {"global": metrics(y_ms[te][rows_te], np.exp(pred_test_log["global"][rows_te]))}
+        cands = {"global": accuracy(np.exp(pred_test_log["global"][rows_te]), y_ms[te][rows_te])}
         fitted = {}
         for a in algos:
             fitted[a] = fit(a, Xtr.iloc[rows_tr][feats], ytr[rows_tr], cfg)
-            cands[a] = metrics(y_ms[te][rows_te], np.exp(predict_log(fitted[a], Xte.iloc[rows_te][feats])))
+            cands[a] = accuracy(np.exp(predict_log(fitted[a], Xte.iloc[rows_te][feats])), y_ms[te][rows_te])
         candidates[f"type/{t}"] = cands
         best = best_of(cands)
         if best == "global":
@@ -319,24 +300,24 @@ def train(df: pd.DataFrame, cfg: dict, load_fields: list, out_dir: Path, log) ->
                 sess = onnx_session(staging / models[key]["onnx"])
                 final_log[rows] = sess.run(None, {"input": Xte.iloc[rows][feats].to_numpy(np.float32)})[0].ravel()
     final_ms = np.exp(final_log)
-    overall = metrics(y_ms[te], final_ms)
-    by_type = {t: metrics(y_ms[te][te_types == t], final_ms[te_types == t]) for t in sorted(set(te_types))}
-    print(f"test split (composed predictor): {fmt_metrics(overall)}  [plan bar: MAPE < 15%]")
+    overall = accuracy(final_ms, y_ms[te])
+    by_type = {t: accuracy(final_ms[te_types == t], y_ms[te][te_types == t]) for t in sorted(set(te_types))}
+    print(f"test split (composed predictor): {fmt(overall)}  [plan bar: MAPE < 15%]")
     for t, m in by_type.items():
-        print(f"  {t:<28} via {per_type.get(t, 'global'):<28} {fmt_metrics(m)}")
+        print(f"  {t:<28} via {per_type.get(t, 'global'):<28} {fmt(m)}")
     by_level = {}
     if "stress_level" in df.columns:   # a neighbour's time slice dominates tiny kernels at high load
         levels = df["stress_level"].iloc[te].to_numpy()
         for lv in sorted(set(levels)):
-            by_level[f"{lv:g}"] = metrics(y_ms[te][levels == lv], final_ms[levels == lv])
-            print(f"  stress level {lv:<5g} {fmt_metrics(by_level[f'{lv:g}'])}")
+            by_level[f"{lv:g}"] = accuracy(final_ms[levels == lv], y_ms[te][levels == lv])
+            print(f"  stress level {lv:<5g} {fmt(by_level[f'{lv:g}'])}")
 
     # baseline: the lookup table of the training kernels, interpolating over shape for the test ones
     lt_pred, hows = lookup_table.evaluate(lookup_table.build(df.iloc[tr], target), df.iloc[te], target)
     found = np.isfinite(lt_pred)
-    lookup_metrics = {**metrics(y_ms[te][found], lt_pred[found]), "missing_types": int((~found).sum()),
+    lookup_metrics = {**accuracy(lt_pred[found], y_ms[te][found]), "missing_types": int((~found).sum()),
                       "how": {h: hows.count(h) for h in sorted(set(hows))}}
-    print(f"test split (lookup table baseline, shape-interpolated): {fmt_metrics(lookup_metrics)}"
+    print(f"test split (lookup table baseline, shape-interpolated): {fmt(lookup_metrics)}"
           f"  {lookup_metrics['how']}")
     lookup_table.save(lookup_table.build(df, target), staging / LOOKUP)
 

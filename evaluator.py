@@ -47,7 +47,8 @@ DEFAULTS = {"device": "auto", "predictor_dir": "", "timeline_model": "", "bandwi
             "budget_ms": 500, "min_loops": 10, "max_loops": 2000,
             "train_archs": [], "train_loads": ["stressor-matmul"], "gpu_floor_frac": 0.2,
             "fit_idle": ["c0_us", "kappa", "overhead_us"], "fit_copy": ["copy_scale"], "fit_load": ["alpha", "beta_us"],
-            "pin_dims": {}, "seed": 0}
+            "pin_dims": {}, "seed": 0,
+            "actual_stat": "mean"}  # statistic of the measured session.run times that is predicted: mean | median
 ESTIMATORS = ["hase", "hase_ignore_load", "lookup_table", "sum_standalone", "alpha_sum_beta", "sum_ort_kernel_time"]
 
 
@@ -93,6 +94,12 @@ def find_record(records_dir: Path, model: str, device: str) -> dict:
     raise HaseError(f"no kernel record for model {model} (phase 2)", records_dir)
 
 
+def actual_column(cfg: dict, source) -> str:
+    if cfg["actual_stat"] not in ("median", "mean"):
+        raise HaseError(f"actual_stat must be median or mean, not '{cfg['actual_stat']}'", source)
+    return f"latency_e2e_ms_{cfg['actual_stat']}"
+
+
 def read_cases(csv_paths: list, records_dir: Path, device: str, cfg: dict) -> tuple:
     """(cases DataFrame with measurements and load columns, {model: record}, node_times DataFrame)."""
     frames, nts = [], []
@@ -100,7 +107,7 @@ def read_cases(csv_paths: list, records_dir: Path, device: str, cfg: dict) -> tu
         if not path.exists():
             raise HaseError("file not found", path)
         df = pd.read_csv(path)
-        for col in ("model", "load", "stress_level", "latency_e2e_ms_median"):
+        for col in ("model", "load", "stress_level", actual_column(cfg, path)):
             if col not in df:
                 raise HaseError(f"no column '{col}' (not a phase 4 models.csv)", path)
         df = df[df["status"] == "ok"] if "status" in df else df
@@ -120,7 +127,7 @@ def read_cases(csv_paths: list, records_dir: Path, device: str, cfg: dict) -> tu
                                                        "held-out neighbour"))
     df["model_split"] = np.where(df["arch"].isin(train_archs), "training arch", "held-out arch")
     df["is_train"] = df["arch"].isin(train_archs) & df["load"].isin(cfg["train_loads"])
-    df["actual_ms"] = df["latency_e2e_ms_median"].astype(float)
+    df["actual_ms"] = df[actual_column(cfg, csv_paths[0])].astype(float)
     df["actual_device_ms"] = df.get("latency_device_ms_median", np.nan)
     df["sum_ort_kernel_time_ms"] = df.get("ort_kernel_time_sum_ms", np.nan)
     node_times = pd.concat(nts, ignore_index=True) if nts else None
@@ -144,7 +151,8 @@ def build_timeline_model(df, records, node_times, predictor, bw, cfg, log) -> tu
     model = {"host_table": tm.host_table(node_times, {m: records[m] for m in train["model"].unique()}),
              "standalone_overhead_us": float(meta["standalone_overhead_us"]),
              "gpu_floor_frac": float(cfg["gpu_floor_frac"]), "bandwidth": bw, "idle_load": idle_load,
-             "idle_clock_mhz": float(clocks.median()) if clocks.notna().any() else 0.0}
+             "idle_clock_mhz": float(clocks.median()) if clocks.notna().any() else 0.0,
+             "statistic": cfg["actual_stat"]}  # of session.run times the constants were fitted to
     preps = {m: prepare_record(records[m], predictor, model) for m in df["model"].unique()}
     p = dict(tm.DEFAULT_PARAMS, overhead_us=model["standalone_overhead_us"])
 
@@ -274,7 +282,8 @@ def cases_live(targets: list, device: str, cfg: dict, predictor, model, log) -> 
                     rows.append({"model": t.stem, "arch": arch_of(t.stem), "bs": bs, "res": res, "session": 0,
                                  "condition": "idle" if idle else f"{ld['name']}@{ld['level']:g}",
                                  "load": ld["name"], "stress_level": ld["level"], "load_split": split,
-                                 "model_split": "live", "is_train": False, "actual_ms": m["latency_e2e_ms_median"],
+                                 "model_split": "live", "is_train": False,
+                                 "actual_ms": m[f"latency_e2e_ms_{cfg['actual_stat']}"],
                                  "sum_ort_kernel_time_ms": nt["kernel_time_sum_us"] / 1e3,
                                  "hase_ms": tm.predict_ms(preps[t], p, load, clk),
                                  "hase_ignore_load_ms": tm.predict_ms(preps[t], p, model["idle_load"], clk),

@@ -160,7 +160,8 @@ def predict_record(record: dict, predictor, load: dict, model=None) -> dict:
     host = prep["h"] * p["kappa"]
     gpu = tm.gpu_stretched(tm.gpu_idle_us(prep, p), p, terms)
     return {"model": record["model"], "device": record["device"], "total_ms": res["total_us"] / 1e3,
-            "idle_ms": idle["total_us"] / 1e3, "method": "timeline", "neighbour_busy": terms["u"],
+            "idle_ms": idle["total_us"] / 1e3, "method": "timeline",
+            "statistic": model.get("statistic", "median"), "neighbour_busy": terms["u"],
             "clock_ratio": terms["clock_ratio"], "kernel_sum_ms": prep["standalone_sum_ms"],
             "host_sum_ms": float(host.sum()) / 1e3, "gpu_sum_ms": float(gpu.sum()) / 1e3,
             "copy_ms": (prep["h2d_us"] + prep["d2h_us"]) * p["copy_scale"] / 1e3,
@@ -198,7 +199,8 @@ def format_prediction(res: dict, top: int) -> str:
         ks = sorted(res["kernels"], key=lambda k: -k["predicted_ms"])[:top]
         lines += [f"  {k['id']:32s} {k['predicted_ms']:9.4f} ms" for k in ks]
     else:
-        lines = [f"{res['model']}: predicted session.run = {res['total_ms']:.3f} ms under the current load "
+        lines = [f"{res['model']}: predicted session.run = {res['total_ms']:.3f} ms ({res['statistic']}) "
+                 f"under the current load "
                  f"({res['idle_ms']:.3f} ms at idle; neighbour busy {res['neighbour_busy']:.2f}, "
                  f"clock ratio {res['clock_ratio']:.2f})",
                  f"  {res['n_kernels']} kernels: host dispatch Σ {res['host_sum_ms']:.3f} ms, GPU Σ "

@@ -79,6 +79,7 @@ def test_evaluator_fit_saved_and_read_back(home):
     slug = slug_dir(home / "benchmark" / "results").name
     model = json.loads((home / "inference" / "results" / slug / "timeline_model.json").read_text())
     assert model["format"] == "hase.timeline_model/1" and model["params"]["kappa"] >= 0
+    assert model["statistic"] == "mean"  # the default target: the mean of session.run
     ev = slug_dir(home / "evaluation")
     before = json.loads((ev / "summary.json").read_text())
     run(["evaluator.py", "--device", "cpu", "--from-csv", str(home / "benchmark" / "results" / slug / "models.csv"),
@@ -175,6 +176,10 @@ def test_evaluator_bad_inputs_are_one_line(home, tmp_path):
              "--records", str(empty)], home, check=False)
     last = p.stderr.strip().splitlines()[-1]
     assert p.returncode == 2 and last.startswith(f"error: {empty}: no kernel record for model")
+    csv = home / "benchmark" / "results" / slug / "models.csv"
+    p = run(["evaluator.py", "--device", "cpu", "--from-csv", str(csv), "--set", "actual_stat=p99"], home, check=False)
+    last = p.stderr.strip().splitlines()[-1]
+    assert p.returncode == 2 and last == f"error: {csv}: actual_stat must be median or mean, not 'p99'"
 
 
 def test_plain_sum_without_a_timeline_model(home, tmp_path):

@@ -97,8 +97,12 @@ def verify(path: Path, kernel: dict, device: str, opt_level: str, seed: int) -> 
     return {"verified": True, "first_run_ms": round(ms, 3), "providers": sess.get_providers()[:1]}
 
 
-def kernel_build(record: dict, device: str, cfg: dict, out_dir: Path = None, index: dict = None, log=None) -> dict:
-    """Build (or reuse) the standalone model of every kernel of one record; returns the index."""
+def kernel_build(record: dict, device: str = None, cfg: dict = None, out_dir: Path = None, index: dict = None,
+                 log=None) -> dict:
+    """Build (or reuse) the standalone model of every kernel of one record; returns the index.
+    device: EP to verify on (default: the record's own); cfg: this phase's settings (default DEFAULTS)."""
+    device = device or record["device"]
+    cfg = {**DEFAULTS, **(cfg or {})}
     out_dir = Path(out_dir or paths.kernel_onnx_dir())
     out_dir.mkdir(parents=True, exist_ok=True)
     index = index if index is not None else {"kernels": {}}
@@ -110,6 +114,10 @@ def kernel_build(record: dict, device: str, cfg: dict, out_dir: Path = None, ind
         path = out_dir / fname
         if entry is None or cfg["overwrite"] or not path.exists() or (cfg["verify"] and not entry.get("verified")):
             model = kernel_to_onnx(k, record["opsets"], cfg["seed"])
+            helper.set_model_props(model, {"hase.kernel_id": kernel_id(k),
+                                           "hase.source": f"{record['model']}:{k['id']}",
+                                           "hase.ort_version": record["provenance"].get("ort_version", ""),
+                                           "hase.ep": k["ep"]})
             tmp = path.with_name(path.name + ".tmp.onnx")
             onnx.save(model, str(tmp))
             try:

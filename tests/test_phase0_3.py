@@ -166,11 +166,14 @@ def test_kernel_models_built_once_and_run(home):
 
 def test_kernel_build_function_from_record(home, tmp_path):
     sys.path.insert(0, str(REPO))
-    from kernel_model.kernel_builder import DEFAULTS, kernel_build
+    from kernel_model.kernel_builder import kernel_build
     rec = records(home)["resnet18_bs1_64x64"]
-    idx = kernel_build(rec, "cpu", dict(DEFAULTS), out_dir=tmp_path)
+    idx = kernel_build(rec, out_dir=tmp_path)  # the plan's call: device and settings from the record/defaults
     assert len(idx["kernels"]) == len({k["signature"] + k["type"] for k in rec["kernels"]})
-    assert all((tmp_path / f).exists() for f in idx["kernels"])
+    assert all((tmp_path / f).exists() for f in idx["kernels"]) and all(e["verified"] for e in idx["kernels"].values())
+    first = onnx.load(str(tmp_path / next(iter(idx["kernels"]))))
+    props = {p.key: p.value for p in first.metadata_props}
+    assert props["hase.ep"] == "CPUExecutionProvider" and props["hase.ort_version"] == ort.__version__
 
 
 # ---------- bad input ----------

@@ -8,6 +8,8 @@ collector does (separate process, cleaned up on exit), wait settle_s, then avera
 source (NVML/GPM on CUDA, psutil on CPU) over sample_s with nothing else running. One row per
 setting with the DCGM-named means, into benchmark/results/<slug>/load_calibration.csv (written
 whole, atomically), plus a Markdown table load_calibration.md: intensity against GPU utilization.
+With calibration.probe_ms > 0, each setting also gets the launch-wait probe (benchmark/launch_probe.py):
+how long one launch onto an idle stream waits behind the load, which the metrics cannot say.
 """
 import csv
 import io
@@ -21,6 +23,7 @@ from tqdm import tqdm  # noqa: E402
 
 from benchmark.collector import DEFAULTS, make_load, parse_loads  # noqa: E402
 from benchmark.gpu_metrics import make_source  # noqa: E402
+from benchmark.launch_probe import make_probe, probe, wait_per_launch_us  # noqa: E402
 from utils import paths  # noqa: E402
 from utils.config import base_parser, from_args, save_resolved  # noqa: E402
 from utils.errors import HaseError, run_main  # noqa: E402
@@ -31,7 +34,8 @@ CSV_NAME, MD_NAME = "load_calibration.csv", "load_calibration.md"
 # columns of the Markdown table (the CSV has every field)
 MD_FIELDS = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_SM_ACTIVE",
              "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_DEV_SM_CLOCK",
-             "DCGM_FI_DEV_POWER_USAGE", "CPU_UTIL_PCT", "LOAD_AVG_1M")
+             "DCGM_FI_DEV_POWER_USAGE", "CPU_UTIL_PCT", "LOAD_AVG_1M", "PROBE_WAIT_US_PER_LAUNCH")
+PROBE_FIELDS = ["PROBE_RUN_US_MEAN", "PROBE_RUN_US_MEDIAN", "PROBE_RUN_US_P90", "PROBE_N", "PROBE_WAIT_US_PER_LAUNCH"]
 
 
 def calibration_loads(ccfg: dict, base_cfg: dict) -> list:
@@ -65,6 +69,15 @@ def to_markdown(rows: list, fields: list, meta: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def add_probe_waits(rows: list) -> None:
+    """Wait per launch onto an idle stream of every row, against the first idle row's probe."""
+    idle = next((r for r in rows if r["level"] == 0), None)
+    if idle is None:
+        raise HaseError("the launch probe needs an idle setting (stressor level 0) as its reference")
+    for r in rows:
+        r["PROBE_WAIT_US_PER_LAUNCH"] = wait_per_launch_us(r["PROBE_RUN_US_MEAN"], idle["PROBE_RUN_US_MEAN"])
+
+
 def main() -> int:
     p = base_parser("Calibrate loads: stressor intensity / co-runner knob -> GPU metrics", "benchmark")
     args = p.parse_args()
@@ -79,6 +92,7 @@ def main() -> int:
     source.check()
     out_dir = paths.bench_results_dir() / (cfg["out"] or device_slug(device, cfg["device_id"]))
     rows = []
+    probe_run = make_probe(device, cfg["device_id"]) if float(ccfg["probe_ms"]) > 0 else None
     source.start()
     try:
         for ld in tqdm(loads, desc="calibrate", unit="load"):
@@ -91,15 +105,19 @@ def main() -> int:
                     raise HaseError(f"load {ld['name']} at {ld['level']:g} died during calibration")
                 rows.append({"load": ld["name"], "level": ld["level"], **source.window(t0, t1),
                              "start_ts": f"{t0:.3f}", "end_ts": f"{t1:.3f}"})
+                if probe_run is not None:  # after the metric window, so the probe is not in it
+                    rows[-1].update(probe(probe_run, float(ccfg["probe_ms"])))
             log.info("%s @ %g: %s", ld["name"], ld["level"],
                      ", ".join(f"{k.replace('DCGM_FI_', '')}={rows[-1][k]:.3g}" for k in MD_FIELDS if k in rows[-1]))
     finally:
         source.stop()
-    cols = ["load", "level", *source.fields, "start_ts", "end_ts"]
+    if probe_run is not None:
+        add_probe_waits(rows)
+    cols = ["load", "level", *source.fields, *(PROBE_FIELDS if probe_run is not None else []), "start_ts", "end_ts"]
     paths.atomic_write_text(out_dir / CSV_NAME, to_csv(rows, cols))
     meta = f"{device_slug(device, cfg['device_id'])}, settle {cfg['settle_s']} s, window {ccfg['sample_s']} s, " \
            f"{time.strftime('%Y-%m-%d')}"
-    paths.atomic_write_text(out_dir / MD_NAME, to_markdown(rows, list(source.fields), meta))
+    paths.atomic_write_text(out_dir / MD_NAME, to_markdown(rows, [c for c in cols if c in MD_FIELDS], meta))
     save_resolved(cfg, out_dir, name="load_calibration_config.json")
     log.info("wrote %s and %s", out_dir / CSV_NAME, out_dir / MD_NAME)
     return 0

@@ -58,7 +58,7 @@ DEFAULTS = {
     "bandwidth": {"sizes_kb": [4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576],
                   "warmup": 3, "budget_ms": 200.0, "min_loops": 5, "max_loops": 2000, "max_bytes": 0},
     "calibration": {"stressor_levels": [0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
-                    "stressor_modes": ["matmul", "memcpy"], "corunners": {}, "sample_s": 3.0},
+                    "stressor_modes": ["matmul", "memcpy"], "corunners": {}, "sample_s": 3.0, "probe_ms": 300},
 }
 KERNELS_CSV, MODELS_CSV, NODES_CSV = "kernels.csv", "models.csv", "node_times.csv"
 KERNEL_COLS = ["Kernel_ID", "OpType", "category", "op_type", "Input_Shape", "input_shapes", "output_shapes",

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -155,9 +156,26 @@ def test_load_calibration_cli_on_cpu(tmp_path):
     df = pd.read_csv(d / "load_calibration.csv")
     assert list(df["level"]) == [0.0, 1.0] and "CPU_UTIL_PCT" in df
     assert "| stressor-matmul | 1 |" in (d / "load_calibration.md").read_text()
+    # the launch probe ran after each window; the idle row is its reference
+    assert (df["PROBE_N"] > 0).all() and (df["PROBE_RUN_US_MEAN"] > 0).all()
+    assert df["PROBE_WAIT_US_PER_LAUNCH"].iloc[0] == 0 and (df["PROBE_WAIT_US_PER_LAUNCH"] >= 0).all()
+    r = subprocess.run([sys.executable, "benchmark/calibrate_loads.py", "--device", "cpu", "--set", "settle_s=0.2",
+                        "--set", "calibration.sample_s=0.2", "--set", "calibration.stressor_levels=[0.5]",
+                        "--set", "calibration.stressor_modes=[matmul]"], cwd=REPO, env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 2 and "needs an idle setting" in r.stderr.strip().splitlines()[-1]
     r = subprocess.run([sys.executable, "benchmark/calibrate_loads.py", "--device", "cpu", "--set",
                         "calibration.stressor_levels=[1.5]"], cwd=REPO, env=env, capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].startswith("error:")
+
+
+def test_launch_probe_chain_on_cpu():
+    from benchmark.launch_probe import N_LAUNCHES, make_probe, probe, probe_model, wait_per_launch_us
+    model = onnx.load_from_string(probe_model())
+    assert [n.op_type for n in model.graph.node] == ["Relu"] * N_LAUNCHES
+    res = probe(make_probe("cpu", warmup=5), budget_ms=30)
+    assert res["PROBE_N"] >= 20 and 0 < res["PROBE_RUN_US_MEDIAN"] <= res["PROBE_RUN_US_P90"]
+    assert wait_per_launch_us(48.0, 16.0, 16) == 2.0 and wait_per_launch_us(10.0, 16.0) == 0.0
 
 
 # ---- lookup table (seed 003) ---------------------------------------------------------------------

@@ -92,26 +92,24 @@ def map_sources(opt_nodes: list, orig_model) -> list:
                     return cand
         return None
 
-    visible, copied, anchors = set(), set(), set()  # original tensors the optimized graph still makes
-    for n in opt_nodes:
-        made = {o["name"] for o in n["outputs"] if o["name"] in producer}
-        visible |= made
-        if n["op_type"] in LAYOUT_OPS:  # a copy keeps its producer's name; the producer did the work
-            copied |= made
-        if derived_anchor(n):
-            anchors.add(derived_anchor(n))
-    visible |= anchors
-    copied -= anchors  # a copy of an NCHWc node's output: that node's name says who made it
+    derived = [derived_anchor(n) for n in opt_nodes]
+    visible, copied = set(), set()  # original tensors the optimized graph still makes; ... by a copy
     reserved = set()  # main op + epilogue of every anchored node: never part of another's region
-    for n in opt_nodes:
-        outs = [o["name"] for o in n["outputs"]]
-        anchor = next((o for o in outs if o in producer), None) or derived_anchor(n)
+    for n, d in zip(opt_nodes, derived):
+        made = [o["name"] for o in n["outputs"] if o["name"] in producer]
+        visible.update(made)
+        if n["op_type"] in LAYOUT_OPS:  # a copy keeps its producer's name; the producer did the work
+            copied.update(made)
+        anchor = made[0] if made else d
         if anchor:
             reserved.update(id(x) for x in main_chain(n, anchor, producer, consts))
+    anchors = {d for d in derived if d}
+    visible |= anchors
+    copied -= anchors  # a copy of an NCHWc node's output: that node's name says who made it
     alias, claimed, result = {}, set(), []
     named = set()  # renamed tensors whose original name comes from their node's name
     order = {id(x): i for i, x in enumerate(orig_model.graph.node)}
-    for n in opt_nodes:
+    for n, d in zip(opt_nodes, derived):
         outs = [o["name"] for o in n["outputs"]]
         ins = [e["name"] for e in n["inputs"] if e]
         if n["op_type"] in LAYOUT_OPS:
@@ -122,8 +120,8 @@ def map_sources(opt_nodes: list, orig_model) -> list:
         frontier = set(ins) | {alias.get(i, i) for i in ins}
         anc = [o for o in outs if o in producer]
         found = []
-        if not anc and derived_anchor(n) and len(outs) == 1:
-            t, todo = derived_anchor(n), expected_epilogue(n)
+        if not anc and d and len(outs) == 1:
+            t, todo = d, expected_epilogue(n)
             back_from = t
             while todo:
                 cons = [c for c in consumers.get(t, []) if id(c) not in claimed]
@@ -182,8 +180,7 @@ def map_sources(opt_nodes: list, orig_model) -> list:
             claimed.add(id(p))
             found.append(p)
             stack.extend(i for i in p.input if i)
-        found.sort(key=lambda x: order[id(x)])
-        result.append(found)
+        result.append(found)  # put in graph order on return, after the regrouping
     result = regroup_rewrites(opt_nodes, result, set(producer) | g_inputs | named)
     return [[{"name": p.name, "op_type": p.op_type} for p in sorted(f, key=lambda x: order[id(x)])] for f in result]
 
@@ -322,26 +319,24 @@ def build_record(model_path, device: str, cfg: dict, log=None) -> dict:
     }
 
 
-def model_summary(rec: dict) -> dict:
-    """Kernel-type counts of one record, and which original op chains became each type."""
+def model_summary(rec: dict, exported: dict) -> dict:
+    """Kernel-type counts of one record, which original op chains became each type, and phase 1's
+    ORT-vs-PyTorch error for the model on this EP (exported: phase 1's manifest 'files')."""
     chains = {}
     for k in rec["kernels"]:
         chain = "+".join(s["op_type"] for s in k["source_nodes"]) or "(inserted by ORT)"
-        per = chains.setdefault(k["type"], {})
-        per[chain] = per.get(chain, 0) + 1
+        chains.setdefault(k["type"], Counter())[chain] += 1
+    entry = exported.get(Path(rec["source_model"]).name, {})
     return {"original_nodes": rec["original_node_count"], "kernels": rec["kernel_count"],
             "multi_source_kernels": len(rec["fusions"]), "type_counts": rec["type_counts"],
-            "source_chains": {t: dict(sorted(c.items(), key=lambda x: -x[1])) for t, c in sorted(chains.items())},
-            "ort_vs_torch_relative_error": validation_error(rec)}
+            "source_chains": {t: dict(c.most_common()) for t, c in sorted(chains.items())},
+            "ort_vs_torch_relative_error": entry.get("validated", {}).get(rec["device"], {}).get("relative_error")}
 
 
-def validation_error(rec: dict):
-    """Phase 1's ORT-vs-PyTorch error for this model on this EP, when phase 1 made it."""
-    manifest = paths.models_dir() / "manifest.json"
-    if not manifest.exists():
-        return None
-    entry = json.loads(manifest.read_text()).get("files", {}).get(Path(rec["source_model"]).name, {})
-    return entry.get("validated", {}).get(rec["device"], {}).get("relative_error")
+def exported_models() -> dict:
+    """Phase 1's manifest entries by file name ({} when phase 1 did not make the models)."""
+    mp = paths.models_dir() / "manifest.json"
+    return paths.read_json(mp, "model manifest").get("files", {}) if mp.exists() else {}
 
 
 def record_path(model_stem: str, device: str) -> Path:
@@ -366,11 +361,12 @@ def main() -> int:
     device = resolve_device(cfg["device"])
     models = list_models([str(m) for m in args.model] if args.model else cfg["models"])
     out_dir = paths.kernel_record_dir()
+    exported = exported_models()
     summary = {}
     for mp in tqdm(models, desc="analyse", unit="model"):
         rec = build_record(mp, device, cfg, log)
         paths.atomic_write_text(record_path(rec["model"], device), json.dumps(rec, indent=1) + "\n")
-        summary[rec["model"]] = model_summary(rec)
+        summary[rec["model"]] = model_summary(rec, exported)
         log.info("%s: %d original nodes -> %d kernels, %d fused", rec["model"], rec["original_node_count"],
                  rec["kernel_count"], len(rec["fusions"]))
     sp = out_dir / f"summary_{device}.json"

@@ -198,7 +198,7 @@ def alpha_sum_beta(sum_ms, model: dict):
     return c["alpha"] * np.asarray(sum_ms, float) + c["beta_ms"] if c else np.full(len(sum_ms), np.nan)
 
 
-def predict_cases(df: pd.DataFrame, preps: dict, model: dict, predictor, lpreps=None) -> pd.DataFrame:
+def predict_cases(df: pd.DataFrame, preps: dict, model: dict, lpreps=None) -> pd.DataFrame:
     p, clk = model["params"], model["idle_clock_mhz"]
     idle = model["idle_load"]
     df = df.copy()
@@ -236,7 +236,7 @@ def leave_one_arch_out(df, records, node_times, predictor, bw, cfg, log) -> dict
         if not sub["is_train"].any():
             continue
         model, preps = build_timeline_model(sub, records, node_times, predictor, bw, cfg, log)
-        test = predict_cases(sub[sub["arch"] == arch], preps, model, predictor)
+        test = predict_cases(sub[sub["arch"] == arch], preps, model)
         out[arch] = accuracy(test["hase_ms"], test["actual_ms"])
     return out
 
@@ -248,20 +248,20 @@ def live_loads(cfg: dict) -> list:
     return parse_loads({"loads": cfg["loads"], "stress_levels": cfg["levels"], "stressor_mode": cfg["stressor_mode"]})
 
 
-def cases_live(targets: list, device: str, cfg: dict, predictor, model, log) -> pd.DataFrame:
+def cases_live(targets: list, device: str, cfg: dict, predictor, model) -> pd.DataFrame:
     """Measure each target under each load the way phase 4 measures models (collector.measure_item:
     session, background sample while it is idle, warm-up, timed loop), then predict it."""
     from benchmark.collector import make_load, measure_item
     from benchmark.gpu_metrics import make_source
     from benchmark.ort_kernel_runner import profile_node_times
     from inference.predict_model_latency import analyse
+    actual = actual_column(cfg, "evaluator config")  # a bad statistic fails before any measurement
     fields = [f[len(BG):] for f in predictor.load_fields]
     item_cfg = {"runner": {k: cfg[k] for k in ("warmup", "budget_ms", "min_loops", "max_loops")},
                 "modes": ["e2e"], "threads": 0, "device_id": 0, "bg_sample_ms": cfg["bg_sample_s"] * 1e3}
     loads = live_loads(cfg)
     records = {t: analyse(t, device, cfg) for t in tqdm(targets, desc="analyse", unit="model")}
-    preps = {t: prepare_record(records[t], predictor, model) for t in targets}
-    p, clk = model["params"], model["idle_clock_mhz"]
+    preps = {t.stem: prepare_record(records[t], predictor, model) for t in targets}
     rows = []
     for ld in loads:
         idle = ld["level"] == 0
@@ -274,7 +274,6 @@ def cases_live(targets: list, device: str, cfg: dict, predictor, model, log) -> 
                     m = measure_item(t, device, "all", item_cfg, src, fields)
                     if m["status"] != "ok":
                         raise HaseError(f"cannot measure it under {ld['name']}@{ld['level']:g}: {m['error']}", t)
-                    load = {BG + f: m[BG + f] for f in fields}
                     nt = profile_node_times(t, device, runs=5, feed=m["_feed"])
                     bs, res = shape_of(t.stem)
                     split = "idle" if idle else ("training load" if ld["name"] in cfg["train_loads"]
@@ -282,18 +281,12 @@ def cases_live(targets: list, device: str, cfg: dict, predictor, model, log) -> 
                     rows.append({"model": t.stem, "arch": arch_of(t.stem), "bs": bs, "res": res, "session": 0,
                                  "condition": "idle" if idle else f"{ld['name']}@{ld['level']:g}",
                                  "load": ld["name"], "stress_level": ld["level"], "load_split": split,
-                                 "model_split": "live", "is_train": False,
-                                 "actual_ms": m[f"latency_e2e_ms_{cfg['actual_stat']}"],
+                                 "model_split": "live", "is_train": False, "actual_ms": m[actual],
                                  "sum_ort_kernel_time_ms": nt["kernel_time_sum_us"] / 1e3,
-                                 "hase_ms": tm.predict_ms(preps[t], p, load, clk),
-                                 "hase_ignore_load_ms": tm.predict_ms(preps[t], p, model["idle_load"], clk),
-                                 "sum_standalone_ms": preps[t]["standalone_sum_ms"], **load})
+                                 **{BG + f: m[BG + f] for f in fields}})
             finally:
                 src.stop()
-    df = pd.DataFrame(rows)
-    df["alpha_sum_beta_ms"] = alpha_sum_beta(df["sum_standalone_ms"], model)
-    df["error_pct"] = error_pct(df["hase_ms"], df["actual_ms"])
-    return df
+    return predict_cases(pd.DataFrame(rows), preps, model)  # the bg_ columns are each row's load
 
 
 # ---------- report ----------
@@ -403,7 +396,7 @@ def main() -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             lpreps = lookup_preps(records, predictor, model)
-        df = predict_cases(df, preps, model, predictor, lpreps)
+        df = predict_cases(df, preps, model, lpreps)
         t0 = time.perf_counter()
         reps = 0
         while time.perf_counter() - t0 < 1.0:  # batch scoring speed from cached records (schedulers)
@@ -423,7 +416,7 @@ def main() -> int:
             raise HaseError("live evaluation needs the fitted timeline model (evaluator.py --from-csv ... --fit)",
                             mpath)
         live_loads(cfg)  # a bad load entry fails before any measurement
-        df = cases_live(targets, device, cfg, predictor, model, log)
+        df = cases_live(targets, device, cfg, predictor, model)
     else:
         raise HaseError("give a model/folder, or --from-csv")
     if df.empty:

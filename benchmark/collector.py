@@ -41,7 +41,7 @@ from utils.config import base_parser, from_args, save_resolved  # noqa: E402
 from utils.errors import HaseError, run_main  # noqa: E402
 from utils.logger import get_logger  # noqa: E402
 from utils.onnx_io import dummy_feed  # noqa: E402
-from utils.ort_session import device_slug, gpu_info, make_session, provenance, resolve_device  # noqa: E402
+from utils.ort_session import device_slug, make_session, provenance, resolve_device  # noqa: E402
 
 DEFAULTS = {
     "device": "auto", "device_id": 0,
@@ -278,7 +278,7 @@ def measure_item(path: Path, device: str, opt_level: str, cfg: dict, source, fie
     out.update({f: NAN for f in fields})
 
     def failed(e):
-        return {**out, "status": "failed", "error": one_line(e), "_sess": None, "_feed": None}
+        return {**out, "status": "failed", "error": one_line(e), "_feed": None}
 
     t0 = time.perf_counter()
     try:
@@ -307,7 +307,7 @@ def measure_item(path: Path, device: str, opt_level: str, cfg: dict, source, fie
         out[f"n_{m}"] = r["n"]
     first = "e2e" if "e2e" in res else modes[0]
     out.update({"latency_ms": res[first]["median_ms"], "start_ts": f"{start:.6f}", "end_ts": f"{end:.6f}",
-                "status": "ok", "error": "", "_sess": sess, "_feed": feed,
+                "status": "ok", "error": "", "_feed": feed,
                 "_cost_s": {"build": t1 - t0, "background": t2 - t1, "timing": time.perf_counter() - t2}})
     return out
 
@@ -444,7 +444,8 @@ def main() -> int:
     kcols, mcols = columns("kernel", cfg["modes"], fields), columns("model", cfg["modes"], fields)
     kernels_csv, models_csv, nodes_csv = out_dir / KERNELS_CSV, out_dir / MODELS_CSV, out_dir / NODES_CSV
     klog, mlog = CsvLog(kernels_csv, kcols), CsvLog(models_csv, mcols)
-    drop_orphan_nodes(nodes_csv, done_keys(models_csv, "model"))
+    models_done = done_keys(models_csv, "model")
+    drop_orphan_nodes(nodes_csv, models_done)
     nlog = CsvLog(nodes_csv, NODE_COLS)
 
     log = get_logger("benchmark", args.log_level)
@@ -453,10 +454,9 @@ def main() -> int:
     prov = provenance(device, cfg["device_id"])
     save_resolved(cfg, out_dir, extra={"provenance": prov, "loads": loads, "metric_fields": list(fields),
                                        "kernel_columns": kcols, "model_columns": mcols})
-    gi = gpu_info(cfg["device_id"]) if device == "cuda" else {}
-    tail = {"gpu_name": gi.get("gpu_name", ""), "gpu_driver": gi.get("gpu_driver", ""),
+    tail = {"gpu_name": prov.get("gpu_name", ""), "gpu_driver": prov.get("gpu_driver", ""),
             "ort_version": prov["ort_version"], "device": device}
-    plan = plan_items(loads, kitems, mitems, done_keys(kernels_csv, "Kernel_ID"), done_keys(models_csv, "model"))
+    plan = plan_items(loads, kitems, mitems, done_keys(kernels_csv, "Kernel_ID"), models_done)
     n_todo = sum(len(t) for _, t in plan)
     log.info("%d kernels, %d models, %d loads -> %d items to measure (%d done) into %s", len(kitems), len(mitems),
              len(loads), n_todo, (len(kitems) + len(mitems)) * len(loads) - n_todo, out_dir)

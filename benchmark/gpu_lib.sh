@@ -13,6 +13,17 @@ export_zoo() {
   for m in resnet50 mobilenet_v2 vgg11 resnet34 densenet121 efficientnet_b0 vit_b_16; do export_model "$m" 16 224; done
 }
 
+# export_extra: the five models phase 4 measures beyond the zoo (new architectures and batch 1)
+export_extra() {
+  export_model resnet18 1 224; export_model mobilenet_v3_small 1 224; export_model regnet_y_400mf 32 224
+  export_model convnext_tiny 8 224; export_model shufflenet_v2_x1_0 64 224
+}
+
+# pack_records OUT: the CUDA records made so far, gzipped, as OUT/records.tar (one file to bring back)
+pack_records() {
+  (cd "$HASE_HOME/ort_analysis/ort_kernel_record" && gzip -kf *.cuda.json && tar cf "$1/records.tar" *.cuda.json.gz)
+}
+
 # zoo_phases_1_3: export_zoo, records of every model, kernels of the four training architectures
 zoo_phases_1_3() {
   local R=$HASE_HOME/ort_analysis/ort_kernel_record

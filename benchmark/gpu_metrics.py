@@ -26,6 +26,7 @@ import math
 import os
 import threading
 import time
+from collections import deque
 
 import numpy as np
 
@@ -102,7 +103,7 @@ class Sampler(Source):
     def __init__(self, fields, supported, period_ms: float = 20.0):
         self.fields = check_fields(fields, supported, self.name)
         self.period_s = float(period_ms) / 1e3
-        self._samples = []          # (t0, t1, values)
+        self._samples = deque()     # (t0, t1, values), in the order of t1
         self._last_t = {}           # group -> time of its latest sample
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -126,8 +127,8 @@ class Sampler(Source):
                     self._samples.append((t0, now, vals))
                     self._last_t[group] = now
                 cut = now - KEEP_S
-                if self._samples and self._samples[0][1] < cut:
-                    self._samples = [s for s in self._samples if s[1] >= cut]
+                while self._samples and self._samples[0][1] < cut:  # oldest first: drop from the left
+                    self._samples.popleft()
             self._stop.wait(self.period_s)
 
     def start(self):

@@ -15,7 +15,7 @@ Modes:
 
 profile_node_times() reads ORT's profiler: per node '<node>_kernel_time' events (cat Node).
 On the CUDA EP these are HOST times (launch + dispatch), not GPU execution; the GPU's own
-per-kernel times come from gpu_kernel_times() (torch.profiler / CUPTI, CUDA only).
+per-kernel times come from CUPTI (debug/ort_profiler_kernel_sum.py run_profiled, CUDA only).
 """
 import argparse
 import json
@@ -166,35 +166,6 @@ def profile_node_times(model_path, device: str, runs: int = 10, warmup: int = 3,
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return parse_profile(events, int(runs))
-
-
-def gpu_kernel_times(model_path, runs: int = 10, warmup: int = 3, opt_level: str = "all"):
-    """GPU-side per-kernel times (µs per run) through torch.profiler/CUPTI; None without CUDA.
-
-    CUPTI records every kernel of the process's CUDA context, ORT's included. Optional: needs a
-    torch CUDA build whose CUDA runtime can share the device with ORT's.
-    """
-    try:
-        import torch
-        from torch.autograd import DeviceType
-        from torch.profiler import ProfilerActivity, profile
-    except ImportError:
-        return None
-    if not torch.cuda.is_available():
-        return None
-    sess = make_session(model_path, "cuda", opt_level)
-    feed = dummy_feed(sess)
-    for _ in range(int(warmup)):
-        sess.run(None, feed)
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(int(runs)):
-            sess.run(None, feed)
-        torch.cuda.synchronize()
-    out = {}
-    for ev in prof.events():
-        if ev.device_type == DeviceType.CUDA:  # kernels and memcpys as the GPU ran them
-            out[ev.name] = out.get(ev.name, 0.0) + ev.device_time_total / int(runs)
-    return [{"kernel": k, "gpu_time_us": v} for k, v in out.items()]
 
 
 # ---- CLI ---------------------------------------------------------------------------------------

@@ -11,8 +11,7 @@ T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
 source benchmark/gpu_lib.sh
 {
 export_zoo
-export_model resnet18 1 224; export_model mobilenet_v3_small 1 224; export_model regnet_y_400mf 32 224
-export_model convnext_tiny 8 224; export_model shufflenet_v2_x1_0 64 224
+export_extra
 python3 ort_analysis/fusion_detector.py --device cuda 2>&1 | grep -E "error|INFO" | tail -3
 echo "phases 1-2 done after $(el) s"
 python3 benchmark/collector.py --device cuda --set kernel_glob= --set settle_s=3 --set runner.budget_ms=150 \

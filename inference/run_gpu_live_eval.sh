@@ -28,7 +28,7 @@ echo "all done after $(el) s"
 } 2>&1 | tee $OUT/log.txt
 cp $HASE_HOME/benchmark/results/nvidia-h200/live/bandwidth_table.json $OUT/bandwidth_table_live.json 2>/dev/null
 # the CUDA records of the live models, so that the cases can be re-predicted offline with a later fit
-(cd $HASE_HOME/ort_analysis/ort_kernel_record && gzip -kf *.cuda.json && tar cf $OUT/records.tar *.cuda.json.gz)
+pack_records "$OUT"
 # the device tool brings back at most 8 files: keep the ones the report needs
 for f in cases.csv summary.json pred_vs_actual.png; do mv $OUT/live/$f $OUT/live_$f; done
 rm -rf $OUT/live $OUT/predict_1.json

@@ -50,7 +50,6 @@ FORMAT = "hase.timeline_model/1"
 BUSY, CLOCK = "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_SM_CLOCK"
 CPU_BUSY = "CPU_UTIL_PCT"
 CPU_EP = "CPUExecutionProvider"
-PARAM_NAMES = ("c0_us", "kappa", "overhead_us", "copy_scale", "alpha", "beta_us", "clock_exp")
 DEFAULT_PARAMS = {"c0_us": 0.0, "kappa": 1.0, "overhead_us": 0.0, "copy_scale": 1.0, "alpha": 0.0, "beta_us": 0.0,
                   "clock_exp": 0.0}
 INITIAL = {"c0_us": 50.0, "kappa": 1.0, "overhead_us": 20.0, "copy_scale": 1.0, "alpha": 0.5, "beta_us": 20.0,

@@ -11,10 +11,7 @@ source benchmark/gpu_lib.sh
 R=$HASE_HOME/ort_analysis/ort_kernel_record
 {
 export_zoo
-for cfg in "resnet18 1 224" "mobilenet_v3_small 1 224" "regnet_y_400mf 32 224" "shufflenet_v2_x1_0 64 224" \
-           "convnext_tiny 8 224"; do
-  export_model $cfg
-done
+export_extra
 echo "exports done after $(el) s"
 python3 ort_analysis/fusion_detector.py --device cuda 2>&1 | grep -E "error|INFO"
 echo "records done after $(el) s"
@@ -31,5 +28,5 @@ s["kernel_models_built"] = len(kernels)
 s["kernel_models_verified_on_cuda"] = sum(1 for k in kernels if k.get("verified"))
 json.dump(s, open(out, "w"), indent=1)
 PY
-(cd "$R" && gzip -kf *.cuda.json && tar cf "$OUT/records.tar" *.cuda.json.gz)
+pack_records "$OUT"
 ls -la "$OUT"

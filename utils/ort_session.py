@@ -26,9 +26,18 @@ OPT_LEVELS = {
 }
 
 
-def _providers(device: str, device_id: int = 0):
+# CUDA EP options that change latency; ORT's defaults (cuDNN times every conv algorithm once per
+# session: EXHAUSTIVE) unless the caller asks otherwise
+CUDNN_ALGO_SEARCH = ("EXHAUSTIVE", "HEURISTIC", "DEFAULT")
+
+
+def _providers(device: str, device_id: int = 0, cuda_options=None):
     if device == "cuda":
-        return [("CUDAExecutionProvider", {"device_id": device_id}), "CPUExecutionProvider"]
+        opts = {"device_id": device_id, **(cuda_options or {})}
+        algo = opts.get("cudnn_conv_algo_search")
+        if algo is not None and algo not in CUDNN_ALGO_SEARCH:
+            raise HaseError(f"cudnn_conv_algo_search must be one of {', '.join(CUDNN_ALGO_SEARCH)}, got '{algo}'")
+        return [("CUDAExecutionProvider", opts), "CPUExecutionProvider"]
     return ["CPUExecutionProvider"]
 
 
@@ -83,15 +92,17 @@ def session_options(opt_level="all", optimized_path=None, profile_prefix=None, t
 
 
 def make_session(model, device: str, opt_level="all", optimized_path=None, profile_prefix=None,
-                 threads=0, device_id=0, free_dims=None) -> ort.InferenceSession:
-    """Session on a resolved device ('cpu' or 'cuda'). Errors name the model file."""
+                 threads=0, device_id=0, free_dims=None, cuda_options=None) -> ort.InferenceSession:
+    """Session on a resolved device ('cpu' or 'cuda'). Errors name the model file.
+    cuda_options: extra CUDA EP options, e.g. {"cudnn_conv_algo_search": "HEURISTIC"}."""
     name = model if isinstance(model, (str, Path)) else "<in-memory model>"
     if isinstance(model, (str, Path)) and not Path(model).exists():
         raise HaseError("file not found", model)
     so = session_options(opt_level, optimized_path, profile_prefix, threads, free_dims=free_dims)
+    providers = _providers(device, device_id, cuda_options)
     src = str(model) if isinstance(model, (str, Path)) else model
     try:
-        sess = ort.InferenceSession(src, so, providers=_providers(device, device_id))
+        sess = ort.InferenceSession(src, so, providers=providers)
     except Exception as e:  # InvalidGraph, InvalidProtobuf, NotImplemented, Fail...
         raise HaseError(_ort_cause(e), name)
     if device == "cuda" and sess.get_providers()[0] != "CUDAExecutionProvider":

@@ -34,7 +34,7 @@ import pandas as pd  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from inference import timeline_model as tm  # noqa: E402
-from inference.predict_model_latency import BG, load_timeline_model, prepare_record  # noqa: E402
+from inference.predict_model_latency import BG, check_ep, load_timeline_model, prepare_record  # noqa: E402
 from utils import paths  # noqa: E402
 from utils.config import base_parser, resolve, save_resolved  # noqa: E402
 from utils.errors import HaseError, run_main  # noqa: E402
@@ -214,8 +214,11 @@ def predict_cases(df: pd.DataFrame, preps: dict, model: dict, lpreps=None) -> pd
 
 def slowdowns(df: pd.DataFrame) -> pd.DataFrame:
     """Measured and predicted slowdown of each loaded case against the same session's idle case."""
+    cols = ["model", "condition", "load_split", "model_split", "measured", "predicted", "error_pct"]
     idle = df[df["condition"] == "idle"].set_index(["session", "model"])
     rows = df[df["condition"] != "idle"]
+    if rows.empty or idle.empty:  # idle-only runs (the live default, levels [0]) have no slowdown to report
+        return pd.DataFrame(columns=cols)
     keys = list(zip(rows["session"], rows["model"]))
     ok = [k in idle.index for k in keys]
     rows = rows[ok]
@@ -359,13 +362,16 @@ def main() -> int:
         for path in args.from_csv:  # inputs first: the predictor folder is named after the data's
             if not path.exists():
                 raise HaseError("file not found", path)
-        device = args.device if args.device in ("cpu", "cuda") else "cuda"
+        device = args.device if args.device in ("cpu", "cuda") else None  # None: the predictor's EP
         slug = args.from_csv[0].parent.name
     else:
         device = resolve_device(cfg["device"])
         slug = device_slug(device)
     from training.train_kernel_model import load_predictor
-    predictor = load_predictor(Path(cfg["predictor_dir"]) if cfg["predictor_dir"] else paths.train_models_dir() / slug)
+    pdir = Path(cfg["predictor_dir"]) if cfg["predictor_dir"] else paths.train_models_dir() / slug
+    predictor = load_predictor(pdir)
+    device = device or predictor.device or "cuda"
+    check_ep(predictor, device, pdir)
     out_dir = args.out or (paths.evaluation_dir() / slug)
     extra = {}
     if args.from_csv:

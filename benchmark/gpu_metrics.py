@@ -26,7 +26,7 @@ import math
 import os
 import threading
 import time
-from collections import deque
+from collections import deque, namedtuple
 
 import numpy as np
 
@@ -43,6 +43,56 @@ GPM_OF = {"DCGM_FI_PROF_GR_ENGINE_ACTIVE": "NVML_GPM_METRIC_GRAPHICS_UTIL",
 DCGM_FIELDS = NVML_FIELDS + tuple(GPM_OF)
 PSUTIL_FIELDS = ("CPU_UTIL_PCT", "CPU_FREQ_MHZ", "MEM_USED_MB", "LOAD_AVG_1M")
 KEEP_S = 600.0  # samples older than this are dropped (a window is never that long)
+
+# What a valid reading of each field is: its unit and range, the one table every reader checks against
+# (metrics file, Prometheus, local sampling). NaN means "not measured", never "idle", so it is invalid
+# too. lo_open: the bound itself is impossible (a 0 MHz clock is a failed read). One line per field.
+Spec = namedtuple("Spec", "unit lo hi lo_open", defaults=(False,))
+INF = math.inf
+FIELD_SPECS = {
+    "DCGM_FI_DEV_GPU_UTIL": Spec("%", 0, 100),
+    "DCGM_FI_DEV_MEM_COPY_UTIL": Spec("%", 0, 100),
+    "DCGM_FI_DEV_SM_CLOCK": Spec("MHz", 0, INF, lo_open=True),
+    "DCGM_FI_DEV_MEM_CLOCK": Spec("MHz", 0, INF, lo_open=True),
+    "DCGM_FI_DEV_POWER_USAGE": Spec("W", 0, INF),
+    "DCGM_FI_DEV_FB_USED": Spec("MiB", 0, INF),
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": Spec("ratio", 0, 1),   # DCGM_FI_PROF_*: ratios, not percent
+    "DCGM_FI_PROF_SM_ACTIVE": Spec("ratio", 0, 1),
+    "DCGM_FI_PROF_SM_OCCUPANCY": Spec("ratio", 0, 1),
+    "DCGM_FI_PROF_DRAM_ACTIVE": Spec("ratio", 0, 1),
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": Spec("ratio", 0, 1),
+    "CPU_UTIL_PCT": Spec("%", 0, 100),
+    "CPU_FREQ_MHZ": Spec("MHz", 0, INF, lo_open=True),
+    "MEM_USED_MB": Spec("MB", 0, INF),
+    "LOAD_AVG_1M": Spec("runnable tasks", 0, INF),
+}
+
+
+def describe(spec: Spec) -> str:
+    """'ratio in [0, 1]', 'MHz > 0', 'W >= 0'."""
+    if spec.hi == INF:
+        return f"{spec.unit} {'>' if spec.lo_open else '>='} {spec.lo:g}"
+    return f"{spec.unit} in {'(' if spec.lo_open else '['}{spec.lo:g}, {spec.hi:g}]"
+
+
+def check_value(field: str, value, where=None) -> float:
+    """The value as a float if it is a valid reading of `field`; else HaseError naming field, value and range.
+    Fields without a spec only have to be finite numbers."""
+    spec = FIELD_SPECS.get(field)
+    expected = f"expected {describe(spec)}" if spec else "expected a finite number"
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise HaseError(f"field '{field}' = {value!r} is not a number ({expected})", where)
+    low_ok = spec is None or (v > spec.lo if spec.lo_open else v >= spec.lo)
+    if not math.isfinite(v) or not low_ok or (spec is not None and v > spec.hi):
+        raise HaseError(f"field '{field}' = {v:g} is out of range ({expected})", where)
+    return v
+
+
+def check_values(values: dict, where=None) -> dict:
+    """check_value over a {field: value} snapshot."""
+    return {f: check_value(f, v, where) for f, v in values.items()}
 
 
 def check_fields(fields, supported, source: str) -> tuple:

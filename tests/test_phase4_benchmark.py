@@ -295,6 +295,87 @@ def test_prometheus_unreachable_names_url():
         src.window(time.time() - 1, time.time())
 
 
+# ---- metric values: one table of units and ranges ---------------------------------------------------
+@pytest.mark.parametrize("field, good, bad", [
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", [0.0, 0.42, 1.0], [97.0, -5.0, math.nan, math.inf]),
+    ("DCGM_FI_DEV_GPU_UTIL", [0.0, 97.0, 100.0], [100.5, -1.0, math.nan]),
+    ("DCGM_FI_DEV_SM_CLOCK", [1980.0], [0.0, -5.0, math.nan]),
+    ("DCGM_FI_DEV_POWER_USAGE", [0.0, 700.0], [-1.0]),
+    ("DCGM_FI_DEV_FB_USED", [0.0, 1024.0], [-1.0]),
+    ("CPU_UTIL_PCT", [0.0, 100.0], [150.0, -5.0, math.nan]),
+])
+def test_metric_value_ranges(field, good, bad):
+    for v in good:
+        assert gpu_metrics.check_value(field, v) == v
+    for v in bad:
+        with pytest.raises(HaseError, match=rf"field '{field}' = {v:g} is out of range \(expected "):
+            gpu_metrics.check_value(field, v, "snap.json")
+    with pytest.raises(HaseError, match=f"field '{field}' = 'busy' is not a number"):
+        gpu_metrics.check_value(field, "busy")
+
+
+def test_every_metric_field_has_a_documented_range():
+    """Every field a source can deliver has a unit and range in FIELD_SPECS, and the README lists it."""
+    readme = (REPO / "README.md").read_text()
+    for f in gpu_metrics.DCGM_FIELDS + PSUTIL_FIELDS:
+        spec = gpu_metrics.FIELD_SPECS[f]
+        assert spec.lo < spec.hi and f"`{f}`" in readme, f
+    assert gpu_metrics.describe(gpu_metrics.FIELD_SPECS["DCGM_FI_PROF_SM_ACTIVE"]) == "ratio in [0, 1]"
+    assert gpu_metrics.describe(gpu_metrics.FIELD_SPECS["DCGM_FI_DEV_SM_CLOCK"]) == "MHz > 0"
+
+
+@pytest.fixture
+def prometheus_api():
+    """A real HTTP server answering Prometheus' /api/v1/query with fixed values (set them per test)."""
+    import http.server
+    import threading
+    from urllib.parse import parse_qs, urlparse
+    values = {}
+
+    class Api(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            query = parse_qs(urlparse(self.path).query)["query"][0]
+            hits = [{"metric": {}, "value": [time.time(), str(v)]} for f, v in values.items() if f in query]
+            body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": hits}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Api)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", values
+    server.shutdown()
+
+
+@pytest.mark.parametrize("busy", [97.0, -5.0, math.nan])
+def test_predictor_load_rejects_bad_values(tmp_path, prometheus_api, busy):
+    """--metrics-file and Prometheus: a GR_ENGINE_ACTIVE of 97 (percent for a ratio), -5 or NaN is an error
+    naming the field, the value and the range, never a clamped or idle load."""
+    from inference.predict_model_latency import DEFAULTS, current_load
+    fields = ["DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_SM_CLOCK"]
+    snap = tmp_path / "snap.json"
+    snap.write_text(json.dumps({"DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.4, "DCGM_FI_DEV_SM_CLOCK": 1980}))
+    got, _ = current_load(DEFAULTS, "cuda", fields, snap)
+    assert got == {"bg_DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.4, "bg_DCGM_FI_DEV_SM_CLOCK": 1980.0}
+    snap.write_text(json.dumps({"bg_DCGM_FI_PROF_GR_ENGINE_ACTIVE": busy, "DCGM_FI_DEV_SM_CLOCK": 1980}))
+    with pytest.raises(HaseError, match=rf"^{snap}: field 'DCGM_FI_PROF_GR_ENGINE_ACTIVE' = {busy:g} is out of "
+                                        r"range \(expected ratio in \[0, 1\]\)$"):
+        current_load(DEFAULTS, "cuda", fields, snap)
+    url, values = prometheus_api
+    cfg = dict(DEFAULTS, prometheus=dict(DEFAULTS["prometheus"], url=url, queries={f: f for f in fields}))
+    values.update({"DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.4, "DCGM_FI_DEV_SM_CLOCK": 1980})
+    assert current_load(cfg, "cuda", fields)[0]["bg_DCGM_FI_PROF_GR_ENGINE_ACTIVE"] == 0.4
+    values["DCGM_FI_PROF_GR_ENGINE_ACTIVE"] = busy
+    with pytest.raises(HaseError, match="'DCGM_FI_PROF_GR_ENGINE_ACTIVE'"):  # NaN: the source's own error
+        current_load(cfg, "cuda", fields)
+    values.update({"DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.4, "DCGM_FI_DEV_SM_CLOCK": 0})
+    with pytest.raises(HaseError, match=r"field 'DCGM_FI_DEV_SM_CLOCK' = 0 is out of range \(expected MHz > 0\)"):
+        current_load(cfg, "cuda", fields)
+
+
 @pytest.fixture
 def p4_prometheus(tmp_path):
     """A real prometheus scraping a prometheus_client exporter of fixed DCGM-named gauges."""

@@ -198,3 +198,83 @@ def test_plain_sum_without_a_timeline_model(home, tmp_path):
     missing = tmp_path / "none.json"
     p = _predict(home, "--set", f"timeline_model={missing}", check=False)
     assert p.returncode == 2 and p.stderr.strip().splitlines()[-1] == f"error: {missing}: file not found"
+
+
+# ---- hardening: the headline command, bad inputs, EP mismatch, per-prediction state ----------------
+def test_live_evaluation_default_config_on_any_folder(home, tmp_path):
+    """`evaluator.py DIR --device cpu` with the default config (levels [0]: no loaded case) on two
+    models outside the zoo: a report, an empty slowdown table, no traceback."""
+    import pandas as pd
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    for src, name in (("resnet18_bs1_64x64", "netA"), ("mobilenet_v2_bs1_64x64", "netB")):
+        shutil.copy(home / "model_zoo" / "models" / f"{src}.onnx", folder / f"{name}.onnx")
+    out = tmp_path / "ev"
+    run(["evaluator.py", str(folder), "--device", "cpu", "--out", str(out)], home)
+    cases = pd.read_csv(out / "cases.csv")
+    assert sorted(cases["model"]) == ["netA", "netB"] and set(cases["condition"]) == {"idle"}
+    assert (cases["hase_ms"] > 0).all() and (cases["actual_ms"] > 0).all()
+    slow = pd.read_csv(out / "slowdowns.csv")
+    assert slow.empty and {"model", "condition", "measured", "predicted"} <= set(slow.columns)
+    assert json.loads((out / "summary.json").read_text())["slowdown"] == {}
+
+
+def test_missing_model_is_one_line_before_any_load(home, tmp_path):
+    """Checked before the load is sampled: with an unreachable Prometheus the error is still the file."""
+    missing = tmp_path / "nonexistent.onnx"
+    p = run(["inference/predict_model_latency.py", "--device", "cpu", "--model", str(missing),
+             "--set", "prometheus.url=http://127.0.0.1:1"], home, check=False)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert p.stderr.strip().splitlines()[-1] == f"error: {missing}: file not found"
+
+
+@pytest.mark.parametrize("value, shown", [(float("nan"), "nan"), (150.0, "150"), (-5.0, "-5")])
+def test_metrics_file_value_out_of_range(home, tmp_path, value, shown):
+    snap = tmp_path / "snap.json"
+    snap.write_text(json.dumps({"CPU_UTIL_PCT": value, "CPU_FREQ_MHZ": 2000, "MEM_USED_MB": 4000, "LOAD_AVG_1M": 0.3}))
+    p = _predict(home, "--metrics-file", str(snap), check=False)
+    assert p.returncode == 2
+    assert p.stderr.strip().splitlines()[-1] == \
+        f"error: {snap}: field 'CPU_UTIL_PCT' = {shown} is out of range (expected % in [0, 100])"
+
+
+def test_predictor_for_another_ep_is_refused(home, tmp_path):
+    """A predictor trained on CUDA EP data (manifest device) must not price a CPU EP analysis."""
+    slug = slug_dir(home / "training" / "models").name
+    other = tmp_path / "cuda_predictor"
+    shutil.copytree(home / "training" / "models" / slug, other)
+    man = json.loads((other / "manifest.json").read_text())
+    man["metadata"]["device"] = "cuda"
+    (other / "manifest.json").write_text(json.dumps(man))
+    p = _predict(home, "--set", f"predictor_dir={other}", check=False)
+    assert p.returncode == 2 and "predicted session.run" not in p.stdout
+    last = p.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: {other}: predictor was trained for the cuda EP") and "cpu EP" in last
+    model = home / "model_zoo" / "models" / "resnet18_bs1_64x64.onnx"
+    p = run(["evaluator.py", str(model), "--device", "cpu", "--set", f"predictor_dir={other}"], home, check=False)
+    assert p.returncode == 2 and "predictor was trained for the cuda EP" in p.stderr.strip().splitlines()[-1]
+
+
+def test_unseen_types_are_per_prediction(home, tmp_path, monkeypatch):
+    """One process, one loaded predictor, two models: the second report lists only its own unseen types."""
+    import onnx
+    from onnx import TensorProto, helper
+    monkeypatch.setenv("HASE_HOME", str(home))
+    sys.path.insert(0, str(REPO))
+    from inference.predict_model_latency import DEFAULTS, analyse, load_timeline_model, predict_record
+    from training.train_kernel_model import load_predictor
+    odd = tmp_path / "odd_sigmoid.onnx"  # an op the training zoo never ran
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16, 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 16, 16])
+    graph = helper.make_graph([helper.make_node("Sigmoid", ["x"], ["y"])], "odd", [x], [y])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), odd)
+    slug = slug_dir(home / "benchmark" / "results").name
+    predictor = load_predictor(home / "training" / "models" / slug)
+    model, _ = load_timeline_model(DEFAULTS, slug)
+    load = {f: 10.0 if "UTIL" in f else 1000.0 for f in predictor.load_fields}
+    first = predict_record(analyse(odd, "cpu", DEFAULTS), predictor, load, model)
+    second = predict_record(analyse(home / "model_zoo" / "models" / "resnet18_bs1_64x64.onnx", "cpu", DEFAULTS),
+                            predictor, load, model)
+    assert first["unseen_types"] == ["Sigmoid"] and second["unseen_types"] == []
+    again = predict_record(analyse(odd, "cpu", DEFAULTS), predictor, load, None)  # the Σ path too
+    assert again["unseen_types"] == ["Sigmoid"]

@@ -167,6 +167,11 @@ def build_timeline_model(df, records, node_times, predictor, bw, cfg, log) -> tu
     if cfg["fit_load"] and not loaded.empty:
         p = tm.fit_params(cases(loaded, "actual_ms"), clk, tuple(cfg["fit_load"]), p)
     model["params"] = p
+    fitted = list(dict.fromkeys(list(cfg["fit_idle"]) + list(cfg["fit_copy"])
+                                + (list(cfg["fit_load"]) if not loaded.empty else [])))
+    model["fitted"], model["at_bounds"] = fitted, tm.at_bounds(p, fitted)
+    for b in model["at_bounds"]:
+        log.warning("timeline model: %s = %.4g is at its %s bound %g", b["param"], b["value"], b["bound"], b["limit"])
     # seed 000's baseline, fitted on the same training cases: session.run = alpha * Σ standalone + beta
     sums = train["model"].map(lambda m: preps[m]["standalone_sum_ms"]).to_numpy()
     w = 1.0 / train["actual_ms"].to_numpy()
@@ -434,7 +439,9 @@ def main() -> int:
                "slowdown": {k: accuracy(g["predicted"], g["measured"]) for k, g in
                             [("all", slow)] + list(slow.groupby("load_split")) + list(slow.groupby("condition"))
                             if len(g)},
-               "timeline_model": str(mpath), "params": model["params"], "cases": int(len(df)), **extra}
+               "timeline_model": str(mpath), "params": model["params"],
+               "params_at_bounds": model.get("at_bounds"),  # None: a timeline model saved before bounds were reported
+               "cases": int(len(df)), **extra}
     keep = [c for c in df.columns if not c.startswith("DCGM") and not c.startswith("CPU_")]
     df[keep].to_csv(out_dir / "cases.csv", index=False)
     slow.to_csv(out_dir / "slowdowns.csv", index=False)

@@ -80,11 +80,17 @@ def test_evaluator_fit_saved_and_read_back(home):
     model = json.loads((home / "inference" / "results" / slug / "timeline_model.json").read_text())
     assert model["format"] == "hase.timeline_model/1" and model["params"]["kappa"] >= 0
     assert model["statistic"] == "mean"  # the default target: the mean of session.run
+    sys.path.insert(0, str(REPO))
+    from inference import timeline_model as tm
+    for k in model["fitted"]:   # every fitted constant inside its physical range; ends on a bound are listed
+        assert tm.LOWER[k] <= model["params"][k] <= tm.UPPER[k], k
+    assert model["at_bounds"] == tm.at_bounds(model["params"], model["fitted"])
     ev = slug_dir(home / "evaluation")
     before = json.loads((ev / "summary.json").read_text())
     run(["evaluator.py", "--device", "cpu", "--from-csv", str(home / "benchmark" / "results" / slug / "models.csv"),
          "--out", str(home / "re_eval")], home)
     after = json.loads((home / "re_eval" / "summary.json").read_text())
+    assert before["params_at_bounds"] == after["params_at_bounds"] == model["at_bounds"]
     assert after["by_condition"]["hase"]["all"]["mape_pct"] == pytest.approx(before["by_condition"]["hase"]["all"]["mape_pct"])
     assert after["batch_scoring_cases_per_s"] > 0
 

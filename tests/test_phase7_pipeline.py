@@ -284,3 +284,31 @@ def test_unseen_types_are_per_prediction(home, tmp_path, monkeypatch):
     assert first["unseen_types"] == ["Sigmoid"] and second["unseen_types"] == []
     again = predict_record(analyse(odd, "cpu", DEFAULTS), predictor, load, None)  # the Σ path too
     assert again["unseen_types"] == ["Sigmoid"]
+
+
+def test_pred_vs_actual_draws_hase_on_top_with_the_band(tmp_path):
+    """Hase's points above five baselines (drawn fainter), and the ±10% band around the diagonal."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import pandas as pd
+    sys.path.insert(0, str(REPO))
+    import evaluator
+    actual = np.geomspace(0.5, 20, 12)
+    df = pd.DataFrame({"actual_ms": actual, **{f"{e}_ms": actual * (1.02 + 0.1 * i)
+                                                for i, e in enumerate(evaluator.ESTIMATORS)}})
+    fig, ax = plt.subplots(figsize=(4, 4))
+    evaluator.draw_pred_vs_actual(ax, df)
+    points = {c.get_label(): c for c in ax.collections if c.get_label() in evaluator.ESTIMATORS}
+    assert set(points) == set(evaluator.ESTIMATORS)
+    hase = points.pop("hase")
+    assert all(hase.get_zorder() > c.get_zorder() and (c.get_alpha() or 1.0) < (hase.get_alpha() or 1.0)
+               for c in points.values())
+    band = next(c for c in ax.collections if c.get_label() == "±10%")
+    ys = band.get_paths()[0].vertices[:, 1]
+    assert ys.min() == pytest.approx(0.8 * df["actual_ms"].min() * 0.9)
+    assert ys.max() == pytest.approx(1.2 * df["actual_ms"].max() * 1.1)
+    fig.savefig(tmp_path / "pred_vs_actual.png", dpi=80)
+    plt.close(fig)
+    assert (tmp_path / "pred_vs_actual.png").stat().st_size > 1000

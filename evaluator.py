@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from tqdm import tqdm  # noqa: E402
+from utils.progress import progress  # noqa: E402
 
 from inference import timeline_model as tm  # noqa: E402
 from inference.predict_model_latency import BG, check_ep, load_timeline_model, prepare_record  # noqa: E402
@@ -268,7 +268,7 @@ def cases_live(targets: list, device: str, cfg: dict, predictor, model) -> pd.Da
     item_cfg = {"runner": {k: cfg[k] for k in ("warmup", "budget_ms", "min_loops", "max_loops")},
                 "modes": ["e2e"], "threads": 0, "device_id": 0, "bg_sample_ms": cfg["bg_sample_s"] * 1e3}
     loads = live_loads(cfg)
-    records = {t: analyse(t, device, cfg) for t in tqdm(targets, desc="analyse", unit="model")}
+    records = {t: analyse(t, device, cfg) for t in progress(targets, desc="analyse", unit="model")}
     preps = {t.stem: prepare_record(records[t], predictor, model) for t in targets}
     rows = []
     for ld in loads:
@@ -278,7 +278,7 @@ def cases_live(targets: list, device: str, cfg: dict, predictor, model) -> pd.Da
             src = make_source({"source": "auto", "fields": fields}, device)
             src.start()
             try:
-                for t in tqdm(targets, desc=f"{ld['name']}@{ld['level']:g}", unit="model"):
+                for t in progress(targets, desc=f"{ld['name']}@{ld['level']:g}", unit="model"):
                     m = measure_item(t, device, "all", item_cfg, src, fields)
                     if m["status"] != "ok":
                         raise HaseError(f"cannot measure it under {ld['name']}@{ld['level']:g}: {m['error']}", t)

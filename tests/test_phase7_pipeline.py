@@ -23,6 +23,7 @@ def home(tmp_path_factory):
     h = tmp_path_factory.mktemp("pipe")
     p = run(["-m", "utils.pipeline", "--device", "cpu"], h)
     assert "pipeline done on cpu" in p.stdout
+    (h / "pipeline_stderr.txt").write_text(p.stderr)  # what the main job's log gets (not a TTY)
     return h
 
 
@@ -46,6 +47,10 @@ def test_pipeline_outputs(home):
                                      "sum_ort_kernel_time"} <= set(summary["by_condition"])
     assert (ev / "pred_vs_actual.png").exists() and (ev / "error_cdf.png").exists()
     assert list((home / "graph_model" / "model_DAG").glob("*.json"))
+    # the log holds a progress line per 10% (or 30 s) of each loop, not tqdm's every refresh
+    log = (home / "pipeline_stderr.txt").read_text()
+    collect = [ln for ln in log.splitlines() if ln.startswith("collect: ")]
+    assert "\r" not in log and 10 <= len(collect) <= 60, collect  # tqdm: ~2 per item (424 items)
 
 
 def _predict(home, *extra, check=True):

@@ -153,6 +153,7 @@ class Sampler(Source):
     def __init__(self, fields, supported, period_ms: float = 20.0):
         self.fields = check_fields(fields, supported, self.name)
         self.period_s = float(period_ms) / 1e3
+        self.max_wait_s = 5 * self.period_s + 2.0  # window() gives up on a sample after this (a dead source)
         self._samples = deque()     # (t0, t1, values), in the order of t1
         self._last_t = {}           # group -> time of its latest sample
         self._lock = threading.Lock()
@@ -163,6 +164,10 @@ class Sampler(Source):
     def read(self, now: float) -> dict:
         """{group: (t0, values)}: readings taken now, each valid over [t0, now]."""
         raise NotImplementedError
+
+    def groups(self) -> tuple:
+        """Groups read() delivers: window() waits for each, also one that has not reported yet."""
+        return ()
 
     def _loop(self):
         while not self._stop.is_set():
@@ -198,11 +203,13 @@ class Sampler(Source):
     def window(self, start: float, end: float) -> dict:
         if self._thread is None:
             raise HaseError(f"metrics source '{self.name}' is not started")
-        # wait (bounded) until every group has a sample ending after the window
-        deadline = time.time() + 5 * self.period_s + 1.0
+        # wait (bounded) until every group has a sample ending after the window; a slow group (GPM) that
+        # has not reported yet right after start() is waited for, not read as NaN
+        deadline = time.time() + self.max_wait_s
         while time.time() < deadline:
             with self._lock:
-                ready = self._last_t and all(t >= end for t in self._last_t.values())
+                want = self.groups() or tuple(self._last_t)
+                ready = bool(want) and all(self._last_t.get(g, -math.inf) >= end for g in want)
             if ready:
                 break
             time.sleep(self.period_s / 4)
@@ -233,6 +240,9 @@ class PsutilSampler(Sampler):
         t0, self._prev_t = (self._prev_t if self._prev_t is not None else now), now
         return {"cpu": (t0, vals)}
 
+    def groups(self) -> tuple:
+        return ("cpu",)
+
 
 class NvmlSampler(Sampler):
     name = "nvml"
@@ -253,6 +263,10 @@ class NvmlSampler(Sampler):
         self._gpm_ok = bool(self._gpm_fields) and self._gpm_supported()
         self._gpm_prev = None       # (time, sample)
         self._gpm_spare = None
+        self.max_wait_s = 5 * max(self.period_s, self.gpm_interval_s) + 2.0
+
+    def groups(self) -> tuple:
+        return ("fast", "gpm") if self._gpm_ok else ("fast",)  # never wait for a group that cannot come
 
     def _gpm_supported(self) -> bool:
         try:
@@ -325,12 +339,6 @@ class NvmlSampler(Sampler):
         if g is not None:
             out["gpm"] = g
         return out
-
-    def window(self, start: float, end: float) -> dict:
-        if not self._gpm_ok:  # never wait for a group that cannot come
-            with self._lock:
-                self._last_t.pop("gpm", None)
-        return super().window(start, end)
 
     def stop(self):
         super().stop()

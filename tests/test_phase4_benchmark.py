@@ -288,6 +288,16 @@ def test_nvml_sampler_dcgm_units(monkeypatch, gpm):
         gpu_metrics.NvmlSampler(["CPU_UTIL_PCT"])
 
 
+def test_nvml_window_right_after_start_waits_for_gpm(monkeypatch):
+    """A window that ends before the first GPM sample (slow group, or a starved thread on a busy
+    machine) waits for it instead of reading the GPM fields as NaN."""
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(True))
+    with gpu_metrics.NvmlSampler(period_ms=10, gpm_interval_ms=300) as src:
+        t = time.time()
+        m = src.window(t, t + 0.02)
+    assert m["DCGM_FI_PROF_GR_ENGINE_ACTIVE"] == pytest.approx(0.60) and m["DCGM_FI_DEV_GPU_UTIL"] == 50
+
+
 def test_prometheus_unreachable_names_url():
     url = f"http://127.0.0.1:{free_port()}"
     src = PrometheusSource(url, {"DCGM_FI_DEV_GPU_UTIL": "DCGM_FI_DEV_GPU_UTIL"}, timeout_s=2)
@@ -581,14 +591,25 @@ def test_corunner_load_in_collector(p4_home, p4_kernels):
     assert got == {("corunner-memcopy_gaps", 0.3), ("stressor-memcpy", 0.2)}
 
 
+def wait_for_headroom(deadline: float, busy_pct: float = 60.0) -> None:
+    """Poll (bounded by the deadline) until the machine's CPU is below busy_pct."""
+    while time.time() < deadline and psutil.cpu_percent(interval=0.5) >= busy_pct:
+        pass
+
+
 def test_busy_item_raises_window_not_background(p4_home, p4_kernels):
     """CPU_UTIL_PCT over the measurement window sees the item; bg_CPU_UTIL_PCT (item idle) does not.
 
-    CPU_UTIL_PCT is machine-wide: other processes add to both columns, so up to 3 tries.
+    CPU_UTIL_PCT is machine-wide: other processes add to both columns, and the item can only take
+    what they leave free. So the item must take at least half of the free share (and at most 20
+    points are asked for); attempts repeat until a deadline, each once the machine has headroom.
     """
     heavy = next(k for k in p4_kernels if k.startswith("Conv_Relu_1x3x64x64"))
     seen = []
-    for attempt in range(3):
+    deadline = time.time() + 240
+    attempt = 0
+    while time.time() < deadline:
+        wait_for_headroom(min(deadline, time.time() + 10))
         r = collector(p4_home, "--device", "cpu", "--set", "stress_levels=[0]", "--set", f"kernel_glob={heavy}",
                       "--set", "models_glob=", "--set", "modes=[e2e]", "--set", "runner.budget_ms=400",
                       "--set", "bg_sample_ms=300", "--set", "settle_s=0", "--set", f"out=busy{attempt}")
@@ -597,10 +618,10 @@ def test_busy_item_raises_window_not_background(p4_home, p4_kernels):
         assert "latency_device_ms_median" not in row
         window, bg = float(row["CPU_UTIL_PCT"]), float(row["bg_CPU_UTIL_PCT"])
         seen.append((window, bg))
-        if window > bg + 20:
+        if window - bg > min(20.0, (100.0 - bg) / 2):
             return
-        time.sleep(2)  # let a neighbour's burst pass
-    pytest.fail(f"window CPU_UTIL_PCT never exceeded bg by 20 points: {seen}")
+        attempt += 1
+    pytest.fail(f"window CPU_UTIL_PCT never took half the free CPU share above bg: {seen}")
 
 
 def test_bad_inputs_one_line(p4_home, tmp_path):

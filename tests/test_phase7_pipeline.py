@@ -268,12 +268,14 @@ def test_predictor_for_another_ep_is_refused(home, tmp_path):
 
 def test_unseen_types_are_per_prediction(home, tmp_path, monkeypatch):
     """One process, one loaded predictor, two models: the second report lists only its own unseen types."""
+    import warnings
+
     import onnx
     from onnx import TensorProto, helper
     monkeypatch.setenv("HASE_HOME", str(home))
     sys.path.insert(0, str(REPO))
     from inference.predict_model_latency import DEFAULTS, analyse, load_timeline_model, predict_record
-    from training.train_kernel_model import load_predictor
+    from training.train_kernel_model import UnknownKernelTypeWarning, load_predictor
     odd = tmp_path / "odd_sigmoid.onnx"  # an op the training zoo never ran
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16, 16])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 16, 16])
@@ -283,11 +285,15 @@ def test_unseen_types_are_per_prediction(home, tmp_path, monkeypatch):
     predictor = load_predictor(home / "training" / "models" / slug)
     model, _ = load_timeline_model(DEFAULTS, slug)
     load = {f: 10.0 if "UTIL" in f else 1000.0 for f in predictor.load_fields}
-    first = predict_record(analyse(odd, "cpu", DEFAULTS), predictor, load, model)
-    second = predict_record(analyse(home / "model_zoo" / "models" / "resnet18_bs1_64x64.onnx", "cpu", DEFAULTS),
-                            predictor, load, model)
+    with pytest.warns(UnknownKernelTypeWarning, match="'Sigmoid'"):
+        first = predict_record(analyse(odd, "cpu", DEFAULTS), predictor, load, model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # nothing unseen in resnet18, so nothing to warn about
+        second = predict_record(analyse(home / "model_zoo" / "models" / "resnet18_bs1_64x64.onnx", "cpu",
+                                        DEFAULTS), predictor, load, model)
     assert first["unseen_types"] == ["Sigmoid"] and second["unseen_types"] == []
-    again = predict_record(analyse(odd, "cpu", DEFAULTS), predictor, load, None)  # the Σ path too
+    with pytest.warns(UnknownKernelTypeWarning, match="'Sigmoid'"):  # said again: each prediction's own log
+        again = predict_record(analyse(odd, "cpu", DEFAULTS), predictor, load, None)  # the Σ path too
     assert again["unseen_types"] == ["Sigmoid"]
 
 

@@ -31,10 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from tqdm import tqdm  # noqa: E402
+from utils.progress import progress  # noqa: E402
 
 from inference import timeline_model as tm  # noqa: E402
-from inference.predict_model_latency import BG, load_timeline_model, prepare_record  # noqa: E402
+from inference.predict_model_latency import BG, check_ep, load_timeline_model, prepare_record  # noqa: E402
 from utils import paths  # noqa: E402
 from utils.config import base_parser, resolve, save_resolved  # noqa: E402
 from utils.errors import HaseError, run_main  # noqa: E402
@@ -167,6 +167,11 @@ def build_timeline_model(df, records, node_times, predictor, bw, cfg, log) -> tu
     if cfg["fit_load"] and not loaded.empty:
         p = tm.fit_params(cases(loaded, "actual_ms"), clk, tuple(cfg["fit_load"]), p)
     model["params"] = p
+    fitted = list(dict.fromkeys(list(cfg["fit_idle"]) + list(cfg["fit_copy"])
+                                + (list(cfg["fit_load"]) if not loaded.empty else [])))
+    model["fitted"], model["at_bounds"] = fitted, tm.at_bounds(p, fitted)
+    for b in model["at_bounds"]:
+        log.warning("timeline model: %s = %.4g is at its %s bound %g", b["param"], b["value"], b["bound"], b["limit"])
     # seed 000's baseline, fitted on the same training cases: session.run = alpha * Σ standalone + beta
     sums = train["model"].map(lambda m: preps[m]["standalone_sum_ms"]).to_numpy()
     w = 1.0 / train["actual_ms"].to_numpy()
@@ -214,8 +219,11 @@ def predict_cases(df: pd.DataFrame, preps: dict, model: dict, lpreps=None) -> pd
 
 def slowdowns(df: pd.DataFrame) -> pd.DataFrame:
     """Measured and predicted slowdown of each loaded case against the same session's idle case."""
+    cols = ["model", "condition", "load_split", "model_split", "measured", "predicted", "error_pct"]
     idle = df[df["condition"] == "idle"].set_index(["session", "model"])
     rows = df[df["condition"] != "idle"]
+    if rows.empty or idle.empty:  # idle-only runs (the live default, levels [0]) have no slowdown to report
+        return pd.DataFrame(columns=cols)
     keys = list(zip(rows["session"], rows["model"]))
     ok = [k in idle.index for k in keys]
     rows = rows[ok]
@@ -260,7 +268,7 @@ def cases_live(targets: list, device: str, cfg: dict, predictor, model) -> pd.Da
     item_cfg = {"runner": {k: cfg[k] for k in ("warmup", "budget_ms", "min_loops", "max_loops")},
                 "modes": ["e2e"], "threads": 0, "device_id": 0, "bg_sample_ms": cfg["bg_sample_s"] * 1e3}
     loads = live_loads(cfg)
-    records = {t: analyse(t, device, cfg) for t in tqdm(targets, desc="analyse", unit="model")}
+    records = {t: analyse(t, device, cfg) for t in progress(targets, desc="analyse", unit="model")}
     preps = {t.stem: prepare_record(records[t], predictor, model) for t in targets}
     rows = []
     for ld in loads:
@@ -270,7 +278,7 @@ def cases_live(targets: list, device: str, cfg: dict, predictor, model) -> pd.Da
             src = make_source({"source": "auto", "fields": fields}, device)
             src.start()
             try:
-                for t in tqdm(targets, desc=f"{ld['name']}@{ld['level']:g}", unit="model"):
+                for t in progress(targets, desc=f"{ld['name']}@{ld['level']:g}", unit="model"):
                     m = measure_item(t, device, "all", item_cfg, src, fields)
                     if m["status"] != "ok":
                         raise HaseError(f"cannot measure it under {ld['name']}@{ld['level']:g}: {m['error']}", t)
@@ -290,18 +298,30 @@ def cases_live(targets: list, device: str, cfg: dict, predictor, model) -> pd.Da
 
 
 # ---------- report ----------
+def draw_pred_vs_actual(ax, df: pd.DataFrame) -> None:
+    """Predicted vs measured ms: the ±10% band, the baselines faint underneath, Hase on top."""
+    lo, hi = df["actual_ms"].min() * 0.8, df["actual_ms"].max() * 1.2
+    xs = np.geomspace(lo, hi, 50)
+    ax.fill_between(xs, xs * 0.9, xs * 1.1, color="0.85", zorder=0, label="±10%")
+    ax.plot([lo, hi], [lo, hi], "k--", lw=1, zorder=1)
+    baselines = [e for e in ESTIMATORS if e != "hase"]
+    colors = dict(zip(baselines, ["C0", "C1", "C2", "C4", "C5", "C6"]), hase="C3")  # C3 (red) is Hase's alone
+    for est in baselines + ["hase"]:  # Hase drawn last: on top of the baselines
+        if f"{est}_ms" in df and df[f"{est}_ms"].notna().any():
+            mine = est == "hase"
+            ax.scatter(df["actual_ms"], df[f"{est}_ms"], s=18 if mine else 8, alpha=1.0 if mine else 0.35,
+                       color=colors[est], edgecolors="k" if mine else "none", linewidths=0.4,
+                       zorder=3 if mine else 2, label=est)
+    ax.set(xscale="log", yscale="log", xlabel="measured ms", ylabel="predicted ms", title="predicted vs measured")
+    ax.legend(fontsize=7)
+
+
 def plots(df: pd.DataFrame, slow: pd.DataFrame, out_dir: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(5, 5))
-    for est in ESTIMATORS:
-        if f"{est}_ms" in df and df[f"{est}_ms"].notna().any():
-            ax.scatter(df["actual_ms"], df[f"{est}_ms"], s=10, label=est)
-    lim = [df["actual_ms"].min() * 0.8, df["actual_ms"].max() * 1.2]
-    ax.plot(lim, lim, "k--", lw=1)
-    ax.set(xscale="log", yscale="log", xlabel="measured ms", ylabel="predicted ms", title="predicted vs measured")
-    ax.legend(fontsize=7)
+    draw_pred_vs_actual(ax, df)
     fig.tight_layout()
     fig.savefig(out_dir / "pred_vs_actual.png", dpi=110)
     plt.close(fig)
@@ -359,13 +379,16 @@ def main() -> int:
         for path in args.from_csv:  # inputs first: the predictor folder is named after the data's
             if not path.exists():
                 raise HaseError("file not found", path)
-        device = args.device if args.device in ("cpu", "cuda") else "cuda"
+        device = args.device if args.device in ("cpu", "cuda") else None  # None: the predictor's EP
         slug = args.from_csv[0].parent.name
     else:
         device = resolve_device(cfg["device"])
         slug = device_slug(device)
     from training.train_kernel_model import load_predictor
-    predictor = load_predictor(Path(cfg["predictor_dir"]) if cfg["predictor_dir"] else paths.train_models_dir() / slug)
+    pdir = Path(cfg["predictor_dir"]) if cfg["predictor_dir"] else paths.train_models_dir() / slug
+    predictor = load_predictor(pdir)
+    device = device or predictor.device or "cuda"
+    check_ep(predictor, device, pdir)
     out_dir = args.out or (paths.evaluation_dir() / slug)
     extra = {}
     if args.from_csv:
@@ -428,7 +451,9 @@ def main() -> int:
                "slowdown": {k: accuracy(g["predicted"], g["measured"]) for k, g in
                             [("all", slow)] + list(slow.groupby("load_split")) + list(slow.groupby("condition"))
                             if len(g)},
-               "timeline_model": str(mpath), "params": model["params"], "cases": int(len(df)), **extra}
+               "timeline_model": str(mpath), "params": model["params"],
+               "params_at_bounds": model.get("at_bounds"),  # None: a timeline model saved before bounds were reported
+               "cases": int(len(df)), **extra}
     keep = [c for c in df.columns if not c.startswith("DCGM") and not c.startswith("CPU_")]
     df[keep].to_csv(out_dir / "cases.csv", index=False)
     slow.to_csv(out_dir / "slowdowns.csv", index=False)

@@ -87,12 +87,12 @@ def load_table(path: Path) -> dict:
 
 
 def measure_table(device: str, cfg: dict, log) -> dict:
-    from tqdm import tqdm
+    from utils.progress import progress
     sizes = [int(kb) * 1024 for kb in cfg["sizes_kb"] if not cfg["max_bytes"] or int(kb) * 1024 <= cfg["max_bytes"]]
     if len(sizes) < 2 or any(s < 4 for s in sizes):
         raise HaseError("sizes_kb must hold at least two sizes >= 1 KB (within max_bytes)")
     points = {d: [] for d in DIRECTIONS}
-    for nb in tqdm(sizes, desc="bandwidth", unit="size"):
+    for nb in progress(sizes, desc="bandwidth", unit="size"):
         fns = copy_fns(device, nb, cfg["device_id"])
         for d, fn in fns.items():
             s = time_copy(fn, cfg)

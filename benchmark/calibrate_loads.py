@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tqdm import tqdm  # noqa: E402
+from utils.progress import progress  # noqa: E402
 
 from benchmark.collector import DEFAULTS, make_load, parse_loads  # noqa: E402
 from benchmark.gpu_metrics import make_source  # noqa: E402
@@ -95,7 +95,7 @@ def main() -> int:
     probe_run = make_probe(device, cfg["device_id"]) if float(ccfg["probe_ms"]) > 0 else None
     source.start()
     try:
-        for ld in tqdm(loads, desc="calibrate", unit="load"):
+        for ld in progress(loads, desc="calibrate", unit="load"):
             with make_load(ld, device, cfg) as load:
                 time.sleep(cfg["settle_s"])
                 t0 = time.time()

@@ -29,7 +29,7 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tqdm import tqdm  # noqa: E402
+from utils.progress import progress  # noqa: E402
 
 from benchmark.corunners import CORUNNERS, CorunnerLoad  # noqa: E402
 from benchmark.gpu_metrics import make_source, snapshot  # noqa: E402
@@ -388,7 +388,7 @@ def collect(ctx: SimpleNamespace, plan: list, deadline: float, log) -> int:
     """Run the plan load by load; returns how many items were measured before the deadline."""
     n_done = 0
     cost, t_items = {}, 0.0   # where an item's time goes (the throughput benchmark of the issue)
-    with tqdm(total=sum(len(t) for _, t in plan), desc="collect", unit="item") as bar:
+    with progress(total=sum(len(t) for _, t in plan), desc="collect", unit="item") as bar:
         for ld, todo in plan:
             if time.monotonic() >= deadline:
                 break

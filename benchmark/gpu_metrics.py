@@ -26,7 +26,7 @@ import math
 import os
 import threading
 import time
-from collections import deque
+from collections import deque, namedtuple
 
 import numpy as np
 
@@ -43,6 +43,56 @@ GPM_OF = {"DCGM_FI_PROF_GR_ENGINE_ACTIVE": "NVML_GPM_METRIC_GRAPHICS_UTIL",
 DCGM_FIELDS = NVML_FIELDS + tuple(GPM_OF)
 PSUTIL_FIELDS = ("CPU_UTIL_PCT", "CPU_FREQ_MHZ", "MEM_USED_MB", "LOAD_AVG_1M")
 KEEP_S = 600.0  # samples older than this are dropped (a window is never that long)
+
+# What a valid reading of each field is: its unit and range, the one table every reader checks against
+# (metrics file, Prometheus, local sampling). NaN means "not measured", never "idle", so it is invalid
+# too. lo_open: the bound itself is impossible (a 0 MHz clock is a failed read). One line per field.
+Spec = namedtuple("Spec", "unit lo hi lo_open", defaults=(False,))
+INF = math.inf
+FIELD_SPECS = {
+    "DCGM_FI_DEV_GPU_UTIL": Spec("%", 0, 100),
+    "DCGM_FI_DEV_MEM_COPY_UTIL": Spec("%", 0, 100),
+    "DCGM_FI_DEV_SM_CLOCK": Spec("MHz", 0, INF, lo_open=True),
+    "DCGM_FI_DEV_MEM_CLOCK": Spec("MHz", 0, INF, lo_open=True),
+    "DCGM_FI_DEV_POWER_USAGE": Spec("W", 0, INF),
+    "DCGM_FI_DEV_FB_USED": Spec("MiB", 0, INF),
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": Spec("ratio", 0, 1),   # DCGM_FI_PROF_*: ratios, not percent
+    "DCGM_FI_PROF_SM_ACTIVE": Spec("ratio", 0, 1),
+    "DCGM_FI_PROF_SM_OCCUPANCY": Spec("ratio", 0, 1),
+    "DCGM_FI_PROF_DRAM_ACTIVE": Spec("ratio", 0, 1),
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": Spec("ratio", 0, 1),
+    "CPU_UTIL_PCT": Spec("%", 0, 100),
+    "CPU_FREQ_MHZ": Spec("MHz", 0, INF, lo_open=True),
+    "MEM_USED_MB": Spec("MB", 0, INF),
+    "LOAD_AVG_1M": Spec("runnable tasks", 0, INF),
+}
+
+
+def describe(spec: Spec) -> str:
+    """'ratio in [0, 1]', 'MHz > 0', 'W >= 0'."""
+    if spec.hi == INF:
+        return f"{spec.unit} {'>' if spec.lo_open else '>='} {spec.lo:g}"
+    return f"{spec.unit} in {'(' if spec.lo_open else '['}{spec.lo:g}, {spec.hi:g}]"
+
+
+def check_value(field: str, value, where=None) -> float:
+    """The value as a float if it is a valid reading of `field`; else HaseError naming field, value and range.
+    Fields without a spec only have to be finite numbers."""
+    spec = FIELD_SPECS.get(field)
+    expected = f"expected {describe(spec)}" if spec else "expected a finite number"
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise HaseError(f"field '{field}' = {value!r} is not a number ({expected})", where)
+    low_ok = spec is None or (v > spec.lo if spec.lo_open else v >= spec.lo)
+    if not math.isfinite(v) or not low_ok or (spec is not None and v > spec.hi):
+        raise HaseError(f"field '{field}' = {v:g} is out of range ({expected})", where)
+    return v
+
+
+def check_values(values: dict, where=None) -> dict:
+    """check_value over a {field: value} snapshot."""
+    return {f: check_value(f, v, where) for f, v in values.items()}
 
 
 def check_fields(fields, supported, source: str) -> tuple:
@@ -103,6 +153,7 @@ class Sampler(Source):
     def __init__(self, fields, supported, period_ms: float = 20.0):
         self.fields = check_fields(fields, supported, self.name)
         self.period_s = float(period_ms) / 1e3
+        self.max_wait_s = 5 * self.period_s + 2.0  # window() gives up on a sample after this (a dead source)
         self._samples = deque()     # (t0, t1, values), in the order of t1
         self._last_t = {}           # group -> time of its latest sample
         self._lock = threading.Lock()
@@ -113,6 +164,10 @@ class Sampler(Source):
     def read(self, now: float) -> dict:
         """{group: (t0, values)}: readings taken now, each valid over [t0, now]."""
         raise NotImplementedError
+
+    def groups(self) -> tuple:
+        """Groups read() delivers: window() waits for each, also one that has not reported yet."""
+        return ()
 
     def _loop(self):
         while not self._stop.is_set():
@@ -148,11 +203,13 @@ class Sampler(Source):
     def window(self, start: float, end: float) -> dict:
         if self._thread is None:
             raise HaseError(f"metrics source '{self.name}' is not started")
-        # wait (bounded) until every group has a sample ending after the window
-        deadline = time.time() + 5 * self.period_s + 1.0
+        # wait (bounded) until every group has a sample ending after the window; a slow group (GPM) that
+        # has not reported yet right after start() is waited for, not read as NaN
+        deadline = time.time() + self.max_wait_s
         while time.time() < deadline:
             with self._lock:
-                ready = self._last_t and all(t >= end for t in self._last_t.values())
+                want = self.groups() or tuple(self._last_t)
+                ready = bool(want) and all(self._last_t.get(g, -math.inf) >= end for g in want)
             if ready:
                 break
             time.sleep(self.period_s / 4)
@@ -183,6 +240,9 @@ class PsutilSampler(Sampler):
         t0, self._prev_t = (self._prev_t if self._prev_t is not None else now), now
         return {"cpu": (t0, vals)}
 
+    def groups(self) -> tuple:
+        return ("cpu",)
+
 
 class NvmlSampler(Sampler):
     name = "nvml"
@@ -203,6 +263,10 @@ class NvmlSampler(Sampler):
         self._gpm_ok = bool(self._gpm_fields) and self._gpm_supported()
         self._gpm_prev = None       # (time, sample)
         self._gpm_spare = None
+        self.max_wait_s = 5 * max(self.period_s, self.gpm_interval_s) + 2.0
+
+    def groups(self) -> tuple:
+        return ("fast", "gpm") if self._gpm_ok else ("fast",)  # never wait for a group that cannot come
 
     def _gpm_supported(self) -> bool:
         try:
@@ -275,12 +339,6 @@ class NvmlSampler(Sampler):
         if g is not None:
             out["gpm"] = g
         return out
-
-    def window(self, start: float, end: float) -> dict:
-        if not self._gpm_ok:  # never wait for a group that cannot come
-            with self._lock:
-                self._last_t.pop("gpm", None)
-        return super().window(start, end)
 
     def stop(self):
         super().stop()

@@ -94,11 +94,13 @@ def current_load(cfg: dict, device: str, fields: list, metrics_file=None) -> tup
         got, src = load_from_prometheus(cfg["prometheus"], fields), f"prometheus {cfg['prometheus']['url']}"
     else:
         got, src = load_local(device, fields, cfg["sample_s"]), "local sampling"
+    from benchmark.gpu_metrics import check_value
+    where = metrics_file if metrics_file else src
     missing = [f for f in fields if f not in got]
     if missing:
-        where = metrics_file if metrics_file else src
         raise HaseError(f"load field '{missing[0]}' needed by the predictor is missing", where)
-    return {BG + f: got[f] for f in fields}, src
+    # NaN or out of range (97 for a 0-1 ratio) is an error, never read as idle or clamped
+    return {BG + f: check_value(f, got[f], where) for f in fields}, src
 
 
 # ---------- prediction ----------
@@ -121,7 +123,7 @@ def prepare_record(record: dict, predictor, model: dict) -> dict:
     prep = prepared(record, kernel_ms, model)
     prep["kernel_ms"] = kernel_ms
     prep["standalone_sum_ms"] = float(sum(kernel_ms.values()))
-    prep["unseen_types"] = sorted(predictor.fallbacks)
+    prep["unseen_types"] = predictor.unseen_types(record["kernels"])
     return prep
 
 
@@ -151,7 +153,7 @@ def predict_record(record: dict, predictor, load: dict, model=None) -> dict:
         return {"model": record["model"], "device": record["device"], "total_ms": total, "method": "sum",
                 "kernel_sum_ms": total, "n_kernels": len(record["kernels"]),
                 "kernels": [{"id": k["id"], "type": k["type"], "predicted_ms": kernel_ms[k["id"]]}
-                            for k in record["kernels"]], "unseen_types": sorted(predictor.fallbacks)}
+                            for k in record["kernels"]], "unseen_types": predictor.unseen_types(record["kernels"])}
     prep = prepare_record(record, predictor, model)
     p = model["params"]
     terms = tm.load_terms(load, model["idle_clock_mhz"])
@@ -182,6 +184,15 @@ def write_trace(record: dict, res: dict, model: dict, path: Path) -> None:
               "launch_wait_us": p["beta_us"] * res.get("neighbour_busy", 0.0)}
     sim = simulate(record, dict(zip(ids, res["_host"])), dict(zip(ids, res["_gpu"])), params)
     write_chrome_trace(sim, path)
+
+
+def check_ep(predictor, device: str, pdir) -> None:
+    """A predictor trained for one EP says nothing about another's kernels (CPU EP fuses Conv_Relu,
+    inserts ReorderOutput...): refuse instead of predicting them all with the generic model."""
+    if predictor.device and predictor.device != device:
+        raise HaseError(f"predictor was trained for the {predictor.device} EP, the model is analysed for the "
+                        f"{device} EP: use --device {predictor.device} or a {device} predictor "
+                        f"(--set predictor_dir=...)", pdir)
 
 
 def check_provenance(manifest_meta: dict, device: str, log) -> None:
@@ -223,11 +234,14 @@ def main() -> int:
     args = p.parse_args()
     cfg = from_args(args, DEFAULTS)
     log = get_logger("inference", args.log_level)
+    if not args.model.is_file():  # before any load is sampled: that can take seconds or need a server
+        raise HaseError("file not found" if not args.model.exists() else "not a file", args.model)
     device = resolve_device(cfg["device"])
     slug = device_slug(device)
     from training.train_kernel_model import load_predictor
     pdir = Path(cfg["predictor_dir"]) if cfg["predictor_dir"] else paths.train_models_dir() / slug
     predictor = load_predictor(pdir)
+    check_ep(predictor, device, pdir)
     check_provenance(predictor.manifest.get("metadata", {}), device, log)
     fields = [f[len(BG):] for f in predictor.load_fields]
     load, src = current_load(cfg, device, fields, args.metrics_file)

@@ -56,8 +56,19 @@ INITIAL = {"c0_us": 50.0, "kappa": 1.0, "overhead_us": 20.0, "copy_scale": 1.0, 
            "clock_exp": 0.5}  # where a fit starts
 SCALE = {"c0_us": 100.0, "kappa": 1.0, "overhead_us": 10.0, "copy_scale": 1.0, "alpha": 1.0, "beta_us": 100.0,
          "clock_exp": 1.0}
-UPPER = {"c0_us": 1e4, "kappa": 5.0, "overhead_us": 1e3, "copy_scale": 5.0, "alpha": 100.0, "beta_us": 1e4,
-         "clock_exp": 2.0}
+# Physical range of each fitted constant; a fit that ends on a bound is reported (at_bounds), not trusted.
+#   c0_us        session.run's fixed cost: never negative; 10 ms would be a broken session
+#   kappa        unprofiled / profiled host cost: profiling inflates it (< 1); 0 on CPU EP, where the
+#                profiled node time is the compute the kernel times already hold; > 2 is not dispatch
+#   overhead_us  what a standalone run of an empty kernel costs: >= 0, well under 1 ms
+#   copy_scale   session.run's copies / the copy microbenchmark's (pageable vs pinned: a few x, not 10x)
+#   alpha        stretch at a fully busy neighbour: fair-share time slicing gives ~1; 10 is no longer slicing
+#   beta_us      wait per launch onto an idle stream: >= 0, at most a few time slices (the probe: <= 110 us)
+#   clock_exp    time ~ clock^-clock_exp: 0 memory-bound, 1 compute-bound
+LOWER = {"c0_us": 0.0, "kappa": 0.0, "overhead_us": 0.0, "copy_scale": 0.2, "alpha": 0.0, "beta_us": 0.0,
+         "clock_exp": 0.0}
+UPPER = {"c0_us": 1e4, "kappa": 2.0, "overhead_us": 1e3, "copy_scale": 5.0, "alpha": 10.0, "beta_us": 5e3,
+         "clock_exp": 1.0}
 
 
 # ---- inputs of the timeline ------------------------------------------------------------------
@@ -178,7 +189,7 @@ def fit_params(cases: list, idle_clock_mhz: float, free: tuple, start: dict, cop
         p.update({k: v * SCALE[k] for k, v in zip(free, x)})
         return np.array([timeline_us(prep, p, t, copies)["total_us"] / 1e3 / y - 1.0
                          for (prep, _, y), t in zip(cases, terms)])
-    lo = np.array([-50.0 if k == "c0_us" else 0.0 for k in free])  # c0 may be slightly negative
+    lo = np.array([LOWER[k] / SCALE[k] for k in free])
     hi = np.array([UPPER[k] / SCALE[k] for k in free])
     # the max() in the timeline makes the cost piecewise: start from a small grid and keep the best.
     # (a start on the bound of 0 would freeze finite differences, whose step is relative to x)
@@ -192,6 +203,18 @@ def fit_params(cases: list, idle_clock_mhz: float, free: tuple, start: dict, cop
     sol = best
     out = dict(start)
     out.update({k: float(v * SCALE[k]) for k, v in zip(free, sol.x)})
+    return out
+
+
+def at_bounds(params: dict, free) -> list:
+    """The fitted constants (of `free`) that ended on their LOWER/UPPER bound: the data pushed them
+    out of their physical range, so the term they stand for is not what the data show."""
+    out = []
+    for k in free:
+        tol = 1e-3 * SCALE[k]  # least_squares stops within its tolerance of a bound, not on it
+        for side, limit in (("lower", LOWER[k]), ("upper", UPPER[k])):
+            if abs(params[k] - limit) <= tol:
+                out.append({"param": k, "value": float(params[k]), "bound": side, "limit": float(limit)})
     return out
 
 

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 from onnx import helper, numpy_helper  # noqa: E402
-from tqdm import tqdm  # noqa: E402
+from utils.progress import progress  # noqa: E402
 
 from utils import paths  # noqa: E402
 from utils.config import base_parser, from_args, save_resolved  # noqa: E402
@@ -160,7 +160,7 @@ def main() -> int:
     if index.get("device") not in (None, device):
         raise HaseError(f"kernel folder holds {index['device']} kernels; use another HASE_HOME or clear it", index_path)
     n_inst = 0
-    for rp in tqdm(records, desc="build", unit="record"):
+    for rp in progress(records, desc="build", unit="record"):
         rec = load_record(rp)
         if rec.get("device") != device:
             raise HaseError(f"record is for {rec.get('device')}, target is {device}", rp)

@@ -15,7 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
-from tqdm import tqdm  # noqa: E402
+from utils.progress import progress  # noqa: E402
 
 from utils import paths  # noqa: E402
 from utils.config import base_parser, from_args, save_resolved  # noqa: E402
@@ -140,7 +140,7 @@ def main() -> int:
             build_torch_model(m, 224)
     log.info("exporting %d files for %s on %s EP", len(jobs), cfg["models"], device)
     model_cache = {}
-    for name, batch, res in tqdm(jobs, desc="export", unit="model"):
+    for name, batch, res in progress(jobs, desc="export", unit="model"):
         fname = paths.model_file(name, batch, res, res)
         onnx_path = out_dir / fname
         entry = manifest["files"].get(fname, {})

@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tqdm import tqdm  # noqa: E402
+from utils.progress import progress  # noqa: E402
 
 from ort_analysis.flops import kernel_bytes, kernel_flops  # noqa: E402
 from ort_analysis.ort_graph_parser import DEFAULTS, optimize, parse_graph  # noqa: E402
@@ -363,7 +363,7 @@ def main() -> int:
     out_dir = paths.kernel_record_dir()
     exported = exported_models()
     summary = {}
-    for mp in tqdm(models, desc="analyse", unit="model"):
+    for mp in progress(models, desc="analyse", unit="model"):
         rec = build_record(mp, device, cfg, log)
         paths.atomic_write_text(record_path(rec["model"], device), json.dumps(rec, indent=1) + "\n")
         summary[rec["model"]] = model_summary(rec, exported)

@@ -351,6 +351,9 @@ def test_breakdown_script_refuses_cuda_without_gpu(tmp_path):
     assert sum(ln.startswith("error: ") for ln in lines) == 1
 
 
+MARKED_RUNS = 12  # session.runs inside torch.profiler markers
+
+
 def test_clock_mapping_with_real_torch_profiler(tmp_path):
     """ORT's profile times and torch.profiler's trace times share a clock: each ORT model_run must land
     inside the record_function marker around its session.run (the CPU side of the GPU mapping)."""
@@ -365,7 +368,7 @@ def test_clock_mapping_with_real_torch_profiler(tmp_path):
     feed = dummy_feed(sess)
     sess.run(None, feed)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for _ in range(4):
+        for _ in range(MARKED_RUNS):
             with record_function(ks.RUN_MARKER):
                 sess.run(None, feed)
     prof.export_chrome_trace(str(tmp_path / "torch.json"))
@@ -373,5 +376,7 @@ def test_clock_mapping_with_real_torch_profiler(tmp_path):
     runs = ks.parse_profile(ks.load_profile_events(sess.end_profiling()), skip_runs=1)
     kin = ks.kineto_events(json.loads((tmp_path / "torch.json").read_text()), start_ns)
     align = ks.marker_alignment(runs, kin["markers"])
-    assert align["runs_checked"] == 4 and align["runs_inside_marker"] == 4, align
-    assert 0 <= align["min_slack_us"] < 1000, align   # the markers hug the runs: no stray offset between the clocks
+    assert align["runs_checked"] == MARKED_RUNS and align["runs_inside_marker"] == MARKED_RUNS, align
+    # the markers hug the runs: no stray offset between the clocks. The closest of many runs, so one
+    # descheduled between marker and run on a busy machine does not decide it
+    assert 0 <= align["min_slack_us"] < 1000, align

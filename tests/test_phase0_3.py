@@ -276,3 +276,54 @@ def test_plan_zoo_exports_and_passes_phases_2_3(tmp_path):
     eff = recs["efficientnet_b0_bs1_64x64"]
     silu = [f["sources"] for f in eff["fusions"] if f["kernel"].startswith("QuickGelu#")]
     assert silu and all(sorted(s) == ["Mul", "Sigmoid"] for s in silu)
+
+
+# ---- progress in logs (utils/progress.py) -----------------------------------------------------------
+class FakeClock:
+    """Deterministic time for the every-N-seconds rule (no sleeping, no wall clock)."""
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_progress_in_a_log_writes_a_line_per_10_percent():
+    import io
+    from utils.progress import LogProgress, progress
+    out = io.StringIO()  # not a TTY, like the main job's log
+    bar = progress(range(200), desc="collect", unit="item", stream=out, clock=FakeClock())
+    assert isinstance(bar, LogProgress)
+    assert sum(1 for _ in bar) == 200
+    lines = out.getvalue().splitlines()
+    assert "\r" not in out.getvalue() and len(lines) == 10
+    assert lines[0] == "collect: 20/200 item (10%) in 0 s, eta 0 s" and lines[-1].startswith("collect: 200/200 item (100%)")
+
+
+def test_progress_in_a_log_every_few_seconds_and_at_the_end():
+    import io
+    from utils.progress import progress
+    out, clock = io.StringIO(), FakeClock()
+    with progress(total=1000, desc="collect", unit="item", stream=out, every_s=30, clock=clock) as bar:
+        for i in range(25):          # 2.5% in 125 s: no 10% step, but a line every 30 s
+            clock.t += 5.0
+            bar.set_postfix_str("stressor-matmul@0.6")
+            bar.update(1)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 4 + 1, lines   # at 30, 60, 90, 120 s, and the last one on close
+    assert lines[0] == "collect: 6/1000 item (1%) in 30 s, eta 4970 s [stressor-matmul@0.6]"
+    assert lines[-1].startswith("collect: 25/1000 item (2%) in 125 s")
+    gen = progress((x for x in range(3)), desc="export", stream=io.StringIO(), clock=clock)  # unknown length
+    assert list(gen) == [0, 1, 2] and gen.line() == "export: 3 it in 0 s"
+
+
+def test_progress_on_a_terminal_is_tqdm():
+    import io
+    from tqdm import tqdm
+    from utils.progress import progress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+    bar = progress(range(3), desc="build", stream=Tty())
+    assert isinstance(bar, tqdm) and list(bar) == [0, 1, 2]

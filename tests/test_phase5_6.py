@@ -253,7 +253,7 @@ def test_unknown_type_falls_back_with_warning(trained, bench, records):
     load = {f: float(df[f].median()) for f in pred.load_fields}
     with pytest.warns(tkm.UnknownKernelTypeWarning, match="Frobnicate_Relu"):
         out = pred.predict_kernels([k], load)
-    assert math.isfinite(out[k["id"]]) and out[k["id"]] > 0 and "Frobnicate_Relu" in pred.fallbacks
+    assert math.isfinite(out[k["id"]]) and out[k["id"]] > 0 and pred.unseen_types([k]) == ["Frobnicate_Relu"]
 
 
 def test_missing_load_field_error_names_it(trained, bench, records):

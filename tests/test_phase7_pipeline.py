@@ -23,6 +23,7 @@ def home(tmp_path_factory):
     h = tmp_path_factory.mktemp("pipe")
     p = run(["-m", "utils.pipeline", "--device", "cpu"], h)
     assert "pipeline done on cpu" in p.stdout
+    (h / "pipeline_stderr.txt").write_text(p.stderr)  # what the main job's log gets (not a TTY)
     return h
 
 
@@ -46,6 +47,10 @@ def test_pipeline_outputs(home):
                                      "sum_ort_kernel_time"} <= set(summary["by_condition"])
     assert (ev / "pred_vs_actual.png").exists() and (ev / "error_cdf.png").exists()
     assert list((home / "graph_model" / "model_DAG").glob("*.json"))
+    # the log holds a progress line per 10% (or 30 s) of each loop, not tqdm's every refresh
+    log = (home / "pipeline_stderr.txt").read_text()
+    collect = [ln for ln in log.splitlines() if ln.startswith("collect: ")]
+    assert "\r" not in log and 10 <= len(collect) <= 60, collect  # tqdm: ~2 per item (424 items)
 
 
 def _predict(home, *extra, check=True):
@@ -80,11 +85,17 @@ def test_evaluator_fit_saved_and_read_back(home):
     model = json.loads((home / "inference" / "results" / slug / "timeline_model.json").read_text())
     assert model["format"] == "hase.timeline_model/1" and model["params"]["kappa"] >= 0
     assert model["statistic"] == "mean"  # the default target: the mean of session.run
+    sys.path.insert(0, str(REPO))
+    from inference import timeline_model as tm
+    for k in model["fitted"]:   # every fitted constant inside its physical range; ends on a bound are listed
+        assert tm.LOWER[k] <= model["params"][k] <= tm.UPPER[k], k
+    assert model["at_bounds"] == tm.at_bounds(model["params"], model["fitted"])
     ev = slug_dir(home / "evaluation")
     before = json.loads((ev / "summary.json").read_text())
     run(["evaluator.py", "--device", "cpu", "--from-csv", str(home / "benchmark" / "results" / slug / "models.csv"),
          "--out", str(home / "re_eval")], home)
     after = json.loads((home / "re_eval" / "summary.json").read_text())
+    assert before["params_at_bounds"] == after["params_at_bounds"] == model["at_bounds"]
     assert after["by_condition"]["hase"]["all"]["mape_pct"] == pytest.approx(before["by_condition"]["hase"]["all"]["mape_pct"])
     assert after["batch_scoring_cases_per_s"] > 0
 
@@ -198,3 +209,117 @@ def test_plain_sum_without_a_timeline_model(home, tmp_path):
     missing = tmp_path / "none.json"
     p = _predict(home, "--set", f"timeline_model={missing}", check=False)
     assert p.returncode == 2 and p.stderr.strip().splitlines()[-1] == f"error: {missing}: file not found"
+
+
+# ---- hardening: the headline command, bad inputs, EP mismatch, per-prediction state ----------------
+def test_live_evaluation_default_config_on_any_folder(home, tmp_path):
+    """`evaluator.py DIR --device cpu` with the default config (levels [0]: no loaded case) on two
+    models outside the zoo: a report, an empty slowdown table, no traceback."""
+    import pandas as pd
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    for src, name in (("resnet18_bs1_64x64", "netA"), ("mobilenet_v2_bs1_64x64", "netB")):
+        shutil.copy(home / "model_zoo" / "models" / f"{src}.onnx", folder / f"{name}.onnx")
+    out = tmp_path / "ev"
+    run(["evaluator.py", str(folder), "--device", "cpu", "--out", str(out)], home)
+    cases = pd.read_csv(out / "cases.csv")
+    assert sorted(cases["model"]) == ["netA", "netB"] and set(cases["condition"]) == {"idle"}
+    assert (cases["hase_ms"] > 0).all() and (cases["actual_ms"] > 0).all()
+    slow = pd.read_csv(out / "slowdowns.csv")
+    assert slow.empty and {"model", "condition", "measured", "predicted"} <= set(slow.columns)
+    assert json.loads((out / "summary.json").read_text())["slowdown"] == {}
+
+
+def test_missing_model_is_one_line_before_any_load(home, tmp_path):
+    """Checked before the load is sampled: with an unreachable Prometheus the error is still the file."""
+    missing = tmp_path / "nonexistent.onnx"
+    p = run(["inference/predict_model_latency.py", "--device", "cpu", "--model", str(missing),
+             "--set", "prometheus.url=http://127.0.0.1:1"], home, check=False)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert p.stderr.strip().splitlines()[-1] == f"error: {missing}: file not found"
+
+
+@pytest.mark.parametrize("value, shown", [(float("nan"), "nan"), (150.0, "150"), (-5.0, "-5")])
+def test_metrics_file_value_out_of_range(home, tmp_path, value, shown):
+    snap = tmp_path / "snap.json"
+    snap.write_text(json.dumps({"CPU_UTIL_PCT": value, "CPU_FREQ_MHZ": 2000, "MEM_USED_MB": 4000, "LOAD_AVG_1M": 0.3}))
+    p = _predict(home, "--metrics-file", str(snap), check=False)
+    assert p.returncode == 2
+    assert p.stderr.strip().splitlines()[-1] == \
+        f"error: {snap}: field 'CPU_UTIL_PCT' = {shown} is out of range (expected % in [0, 100])"
+
+
+def test_predictor_for_another_ep_is_refused(home, tmp_path):
+    """A predictor trained on CUDA EP data (manifest device) must not price a CPU EP analysis."""
+    slug = slug_dir(home / "training" / "models").name
+    other = tmp_path / "cuda_predictor"
+    shutil.copytree(home / "training" / "models" / slug, other)
+    man = json.loads((other / "manifest.json").read_text())
+    man["metadata"]["device"] = "cuda"
+    (other / "manifest.json").write_text(json.dumps(man))
+    p = _predict(home, "--set", f"predictor_dir={other}", check=False)
+    assert p.returncode == 2 and "predicted session.run" not in p.stdout
+    last = p.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: {other}: predictor was trained for the cuda EP") and "cpu EP" in last
+    model = home / "model_zoo" / "models" / "resnet18_bs1_64x64.onnx"
+    p = run(["evaluator.py", str(model), "--device", "cpu", "--set", f"predictor_dir={other}"], home, check=False)
+    assert p.returncode == 2 and "predictor was trained for the cuda EP" in p.stderr.strip().splitlines()[-1]
+
+
+def test_unseen_types_are_per_prediction(home, tmp_path, monkeypatch):
+    """One process, one loaded predictor, two models: the second report lists only its own unseen types."""
+    import warnings
+
+    import onnx
+    from onnx import TensorProto, helper
+    monkeypatch.setenv("HASE_HOME", str(home))
+    sys.path.insert(0, str(REPO))
+    from inference.predict_model_latency import DEFAULTS, analyse, load_timeline_model, predict_record
+    from training.train_kernel_model import UnknownKernelTypeWarning, load_predictor
+    odd = tmp_path / "odd_sigmoid.onnx"  # an op the training zoo never ran
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16, 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 16, 16])
+    graph = helper.make_graph([helper.make_node("Sigmoid", ["x"], ["y"])], "odd", [x], [y])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), odd)
+    slug = slug_dir(home / "benchmark" / "results").name
+    predictor = load_predictor(home / "training" / "models" / slug)
+    model, _ = load_timeline_model(DEFAULTS, slug)
+    load = {f: 10.0 if "UTIL" in f else 1000.0 for f in predictor.load_fields}
+    with pytest.warns(UnknownKernelTypeWarning, match="'Sigmoid'"):
+        first = predict_record(analyse(odd, "cpu", DEFAULTS), predictor, load, model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # nothing unseen in resnet18, so nothing to warn about
+        second = predict_record(analyse(home / "model_zoo" / "models" / "resnet18_bs1_64x64.onnx", "cpu",
+                                        DEFAULTS), predictor, load, model)
+    assert first["unseen_types"] == ["Sigmoid"] and second["unseen_types"] == []
+    with pytest.warns(UnknownKernelTypeWarning, match="'Sigmoid'"):  # said again: each prediction's own log
+        again = predict_record(analyse(odd, "cpu", DEFAULTS), predictor, load, None)  # the Σ path too
+    assert again["unseen_types"] == ["Sigmoid"]
+
+
+def test_pred_vs_actual_draws_hase_on_top_with_the_band(tmp_path):
+    """Hase's points above five baselines (drawn fainter), and the ±10% band around the diagonal."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import pandas as pd
+    sys.path.insert(0, str(REPO))
+    import evaluator
+    actual = np.geomspace(0.5, 20, 12)
+    df = pd.DataFrame({"actual_ms": actual, **{f"{e}_ms": actual * (1.02 + 0.1 * i)
+                                                for i, e in enumerate(evaluator.ESTIMATORS)}})
+    fig, ax = plt.subplots(figsize=(4, 4))
+    evaluator.draw_pred_vs_actual(ax, df)
+    points = {c.get_label(): c for c in ax.collections if c.get_label() in evaluator.ESTIMATORS}
+    assert set(points) == set(evaluator.ESTIMATORS)
+    hase = points.pop("hase")
+    assert all(hase.get_zorder() > c.get_zorder() and (c.get_alpha() or 1.0) < (hase.get_alpha() or 1.0)
+               for c in points.values())
+    band = next(c for c in ax.collections if c.get_label() == "±10%")
+    ys = band.get_paths()[0].vertices[:, 1]
+    assert ys.min() == pytest.approx(0.8 * df["actual_ms"].min() * 0.9)
+    assert ys.max() == pytest.approx(1.2 * df["actual_ms"].max() * 1.1)
+    fig.savefig(tmp_path / "pred_vs_actual.png", dpi=80)
+    plt.close(fig)
+    assert (tmp_path / "pred_vs_actual.png").stat().st_size > 1000

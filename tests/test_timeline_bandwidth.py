@@ -93,6 +93,24 @@ def test_fit_recovers_known_constants(record):
         assert p[k] == pytest.approx(truth[k], rel=0.05), k
 
 
+def test_fit_stays_in_physical_range_and_reports_bounds(record):
+    """Measured below what the kernels alone take: the unbounded optimum is a negative fixed cost.
+    The fit stops at c0_us = 0 and says so; a constant fitted inside its range is not reported."""
+    cases = []
+    for g in (10.0, 20.0, 40.0):
+        prep = prep_of(record, 0.0, g)
+        ideal = tm.predict_ms(prep, P0, {}, 0.0)
+        cases.append((prep, {}, ideal - 0.08))   # 80 us less than the kernels' sum
+    p = tm.fit_params(cases, 0.0, ("c0_us",), dict(P0))
+    assert p["c0_us"] == pytest.approx(tm.LOWER["c0_us"], abs=1e-3)
+    assert tm.at_bounds(p, ["c0_us"]) == [{"param": "c0_us", "value": p["c0_us"], "bound": "lower", "limit": 0.0}]
+    inside = dict(P0, c0_us=40.0, kappa=0.6, alpha=1.2)
+    assert tm.at_bounds(inside, ["c0_us", "kappa"]) == []
+    assert [b["param"] for b in tm.at_bounds(dict(inside, alpha=tm.UPPER["alpha"]), ["alpha"])] == ["alpha"]
+    for k in tm.DEFAULT_PARAMS:   # one table, every constant, starts inside it
+        assert tm.LOWER[k] <= tm.INITIAL[k] <= tm.UPPER[k], k
+
+
 def test_load_terms_prefix_clock_and_cpu():
     t = tm.load_terms({"bg_DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.7, "bg_DCGM_FI_DEV_SM_CLOCK": 1500.0}, 1980.0)
     assert t["u"] == pytest.approx(0.7) and t["clock_ratio"] == pytest.approx(1980 / 1500)

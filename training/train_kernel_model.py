@@ -435,7 +435,7 @@ class KernelPredictor:
         self.type_codes = self.manifest["type_codes"]
         self.per_type = self.manifest["per_type"]
         self._sessions = {}
-        self.fallbacks = set()   # unseen types predicted by the generic model
+        self.device = self.manifest.get("metadata", {}).get("device")  # the EP it was trained on: cpu | cuda
         lp = self.dir / self.manifest.get("lookup_table", LOOKUP)
         self.lookup = lookup_table.LookupTable.load(lp) if lp.exists() else None
         self.fast_path = True    # exactly measured kernels come from the lookup table
@@ -454,13 +454,12 @@ class KernelPredictor:
         return feature_frame(kernels, self.load_fields, self.type_codes, load=load)
 
     def route(self, kernel_type: str) -> str:
-        if kernel_type in self.per_type:
-            return self.per_type[kernel_type]
-        if kernel_type not in self.fallbacks:
-            self.fallbacks.add(kernel_type)
-            warnings.warn(f"kernel type '{kernel_type}' was not in the training data; predicted by the "
-                          f"generic FLOPs/bytes model", UnknownKernelTypeWarning, stacklevel=3)
-        return "generic"
+        return self.per_type.get(kernel_type, "generic")
+
+    def unseen_types(self, kernels) -> list:
+        """Types of these kernels that the training data lacked (the generic model predicts them).
+        A function of the kernels only: a predictor kept loaded across models reports each on its own."""
+        return sorted({str(k["type"]) for k in kernels if str(k["type"]) not in self.per_type})
 
     def predict(self, kernel_feature_rows: pd.DataFrame) -> np.ndarray:
         """Latency in ms per row. Rows: feature_rows()/feature_frame() output (the 'kernel_type'
@@ -476,6 +475,9 @@ class KernelPredictor:
             names = {float(c): t for t, c in self.type_codes.items()}
             types = np.array([names.get(float(c), f"<type_code {c}>") for c in rows[TYPE_COL]])
         keys = np.array([self.route(t) for t in types])
+        for t in sorted(set(types[keys == "generic"])):  # once per type and call, never remembered
+            warnings.warn(f"kernel type '{t}' was not in the training data; predicted by the "
+                          f"generic FLOPs/bytes model", UnknownKernelTypeWarning, stacklevel=3)
         out_log = np.full(len(rows), np.nan)
         for key in sorted(set(keys)):
             idx = np.where(keys == key)[0]

@@ -142,7 +142,8 @@ def timeline_us(prep: dict, p: dict, terms: dict, copies: bool = True) -> dict:
     if prep["device"] == "cpu":  # host and compute are one thread; the load slows both
         body = float(np.sum(h + gpu_idle_us(prep, p))) * (1.0 + p["alpha"] * terms["u"])
         waits = prep["n"] * (terms.get("wait_us") or 0.0)  # scheduling wait behind CPU neighbours, per kernel
-        return {"total_us": p["c0_us"] + body + waits, "host_first": 0, "gpu_us": 0.0, "wait_us": waits}
+        return {"total_us": p["c0_us"] + body + waits, "host_first": 0, "gpu_us": 0.0, "wait_us": waits,
+                "wait_per_launch_us": terms.get("wait_us") or 0.0}
     g = gpu_stretched(gpu_idle_us(prep, p), p, terms)
     wait = p["beta_us"] * terms["u"] if terms.get("wait_us") is None else terms["wait_us"]
     t_host = t_gpu = h2d
@@ -160,7 +161,8 @@ def timeline_us(prep: dict, p: dict, terms: dict, copies: bool = True) -> dict:
         if prep["sync"][i]:
             t_host = t_gpu
     end = max(t_host, t_gpu) + d2h
-    return {"total_us": p["c0_us"] + end, "host_first": n_first, "gpu_us": float(np.sum(g)), "wait_us": wait * n_first}
+    return {"total_us": p["c0_us"] + end, "host_first": n_first, "gpu_us": float(np.sum(g)), "wait_us": wait * n_first,
+            "wait_per_launch_us": wait}
 
 
 def gpu_stretched(g, p: dict, terms: dict):

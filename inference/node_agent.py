@@ -59,6 +59,8 @@ MAX_DUTY = 0.001  # probe busy time / elapsed time: at most 0.1% of the GPU
 DEFAULTS = {"device": "auto", "device_id": 0, "interval_s": 1.0, "period_s": 5.0, "probe_budget_ms": 4.0,
             "probe_max_runs": 200, "warmup": 50, "idle_probe_us": 0.0, "idle_budget_ms": 200.0,
             "idle_check_s": 1.0, "idle_busy_max": 0.05, "idle_window": 12}
+POSITIVE = ("interval_s", "period_s", "probe_budget_ms", "probe_max_runs", "idle_budget_ms", "idle_window")
+NON_NEGATIVE = ("idle_probe_us", "idle_check_s", "idle_busy_max", "warmup")
 PROBE_GAUGES = {
     "hase_launch_wait_us": "wait per launch onto an idle stream behind the neighbours (us)",
     "hase_launch_wait_p10_us": "10th percentile of the per-run wait per launch in the last tick (us)",
@@ -73,11 +75,15 @@ PROBE_GAUGES = {
 # ---- cost: pure ---------------------------------------------------------------------------------
 def check_config(cfg: dict, source) -> float:
     """The configured duty cycle (probe budget / period); HaseError naming the key when it is bad."""
-    for key in ("interval_s", "period_s", "probe_budget_ms", "probe_max_runs", "idle_budget_ms", "idle_window"):
-        if not float(cfg[key]) > 0:
+    for key in POSITIVE + NON_NEGATIVE:
+        try:
+            v = float(cfg[key])
+        except (TypeError, ValueError):
+            raise HaseError(f"{key} must be a number, got {cfg[key]!r}", source)
+        if key in POSITIVE and not v > 0:
             raise HaseError(f"{key} must be > 0, got {cfg[key]!r}", source)
-    if float(cfg["idle_probe_us"]) < 0 or float(cfg["idle_check_s"]) < 0:
-        raise HaseError("idle_probe_us and idle_check_s must be >= 0", source)
+        if key in NON_NEGATIVE and not v >= 0:
+            raise HaseError(f"{key} must be >= 0, got {cfg[key]!r}", source)
     duty = float(cfg["probe_budget_ms"]) / (1e3 * float(cfg["period_s"]))
     if duty > MAX_DUTY:
         raise HaseError(f"probe_budget_ms {cfg['probe_budget_ms']:g} / period_s {cfg['period_s']:g} is a duty cycle "

@@ -155,6 +155,8 @@ def current_load(cfg: dict, device: str, fields: list, metrics_file=None) -> tup
     if missing:
         raise HaseError(f"load field '{missing[0]}' needed by the predictor is missing", where)
     wait, info, warning = launch_wait(got, where, float(cfg["probe"]["max_age_s"]), time.time())
+    if warning and not metrics_file and not cfg["prometheus"]["url"] and float(cfg["probe"]["idle_probe_us"]) <= 0:
+        warning += "; set probe.idle_probe_us to run the probe here"
     load = {BG + f: got[f] for f in fields}
     if wait is not None:
         load[BG + WAIT] = wait
@@ -312,7 +314,8 @@ def main() -> int:
         predict_record(record, predictor, load, model)
     if model is None:  # the plain sum has no launches to wait at
         wait_info = {**wait_info, "wait_source": "unused (no timeline model)"}
-    res.update({"load": load, "load_source": src, **wait_info, "predict_s": t2 - t1, "predict_warm_s": time.perf_counter() - t2,
+    res.update({"load": load, "load_source": src, **wait_info, "predict_s": t2 - t1,
+                "predict_warm_s": time.perf_counter() - t2,
                 "analyse_s": t1 - t0,
                 "predictor_dir": str(pdir), "timeline_model": str(mpath) if model else None})
     print(format_prediction(res, cfg["top_kernels"]))

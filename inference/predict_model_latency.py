@@ -136,7 +136,8 @@ def launch_wait(got: dict, where: str, max_age_s: float, now: float) -> tuple:
         return None, {"wait_source": DCGM_ONLY, "launch_wait_age_s": age}, (
             f"launch-wait field {WAIT} from {where} is {age:.0f} s old (probe.max_age_s {max_age_s:g}): "
             f"DCGM-only prediction (wait = beta_us * u)")
-    return wait, {"wait_source": f"measured ({where})", "launch_wait_us": wait, "launch_wait_age_s": age}, None
+    return wait, {"wait_source": f"measured ({where})", "launch_wait_measured_us": wait,
+                  "launch_wait_age_s": age}, None
 
 
 def current_load(cfg: dict, device: str, fields: list, metrics_file=None) -> tuple:

@@ -65,6 +65,9 @@ FIELD_SPECS = {
     "CPU_FREQ_MHZ": Spec("MHz", 0, INF, lo_open=True),
     "MEM_USED_MB": Spec("MB", 0, INF),
     "LOAD_AVG_1M": Spec("runnable tasks", 0, INF),
+    "HASE_LAUNCH_WAIT_US": Spec("us", 0, INF),          # node agent's launch-wait probe
+    "HASE_LAUNCH_WAIT_AGE_S": Spec("s", 0, INF),
+    "HASE_LAUNCH_WAIT_TIMESTAMP_S": Spec("s since epoch", 0, INF),
 }
 
 

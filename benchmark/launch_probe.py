@@ -27,10 +27,10 @@ def probe_model(n: int = N_LAUNCHES) -> bytes:
     return model.SerializeToString()
 
 
-def make_probe(device: str, device_id: int = 0, warmup: int = 50):
+def make_probe(device: str, device_id: int = 0, warmup: int = 50, threads: int = 0):
     """A no-argument callable: one synchronous run of the probe chain (no graph rewrites, so the n
-    kernels stay n launches)."""
-    sess = make_session(probe_model(), device, "disable", device_id=device_id)
+    kernels stay n launches). threads: ORT intra-op threads (0 = ORT's default)."""
+    sess = make_session(probe_model(), device, "disable", threads=threads, device_id=device_id)
     run = make_runner(sess, {"x": np.ones(1, np.float32)}, "device", device_id)
     for _ in range(warmup):
         run()

@@ -13,6 +13,11 @@ timeline_model.json); without that file the plain Σ of the kernels in ORT's ord
 
 Load fields (the predictor's inputs) are exactly the DCGM fields the regressors were trained on,
 from --metrics-file (JSON {field: value}), Prometheus (config prometheus.url) or local sampling.
+The launch-wait probe (inference/node_agent.py) comes from the same source when it is there:
+HASE_LAUNCH_WAIT_US (us per launch onto an idle stream) with HASE_LAUNCH_WAIT_AGE_S or
+HASE_LAUNCH_WAIT_TIMESTAMP_S (unix s); locally the probe runs briefly when probe.idle_probe_us is
+set. It replaces the fitted beta_us * u; absent or older than probe.max_age_s, the prediction is
+DCGM-only, with a warning naming the field. The JSON's wait_source says which one was used.
 """
 import json
 import sys
@@ -31,8 +36,11 @@ from utils.logger import get_logger  # noqa: E402
 from utils.ort_session import device_slug, provenance, resolve_device  # noqa: E402
 
 DEFAULTS = {"device": "auto", "predictor_dir": "", "timeline_model": "", "pin_dims": {}, "seed": 0, "sample_s": 0.5,
-            "prometheus": {"url": "", "selector": 'gpu="0"', "lookback_s": 30, "queries": {}}, "top_kernels": 15}
+            "prometheus": {"url": "", "selector": 'gpu="0"', "lookback_s": 30, "queries": {}}, "top_kernels": 15,
+            "probe": {"max_age_s": 60.0, "idle_probe_us": 0.0, "local_ms": 200.0}}
 BG = "bg_"
+WAIT, AGE, TS = "HASE_LAUNCH_WAIT_US", "HASE_LAUNCH_WAIT_AGE_S", "HASE_LAUNCH_WAIT_TIMESTAMP_S"
+DCGM_ONLY = "dcgm-only (beta_us * u)"
 
 
 # ---------- load sources ----------
@@ -51,8 +59,28 @@ def load_from_file(path) -> dict:
     return out
 
 
-def load_from_prometheus(pcfg: dict, fields: list) -> dict:
-    """Instant values: avg_over_time(query[lookback]) per field, through the HTTP API."""
+def promql_of(pcfg: dict, field: str, query: str) -> str:
+    q = query.format(selector=pcfg["selector"])
+    if field.endswith("_AGE_S"):  # an age is read now: a mean over the lookback would hide a stalled probe
+        return f"max({q})"
+    return f"avg(avg_over_time(({q})[{int(pcfg['lookback_s'])}s:1s]))"
+
+
+def prom_value(url: str, promql: str):
+    """The first value of an instant query; None when there is no series."""
+    try:
+        r = requests.get(f"{url}/api/v1/query", params={"query": promql}, timeout=5)
+        r.raise_for_status()
+        res = r.json()["data"]["result"]
+    except (requests.RequestException, ValueError, KeyError) as e:
+        raise HaseError(f"Prometheus at {url} unreachable or failed ({type(e).__name__}); "
+                        f"pass --metrics-file snapshot.json instead")
+    return float(res[0]["value"][1]) if res else None
+
+
+def load_from_prometheus(pcfg: dict, fields: list, optional=()) -> dict:
+    """Instant values: avg_over_time(query[lookback]) per field, through the HTTP API. An optional
+    field without a configured query or a series (or NaN) is left out."""
     url = pcfg["url"].rstrip("/")
     out = {}
     for f in fields:
@@ -60,20 +88,17 @@ def load_from_prometheus(pcfg: dict, fields: list) -> dict:
         if q is None:
             raise HaseError(f"no Prometheus query configured for field '{f}' (inference/config.yaml "
                             f"prometheus.queries); or pass --metrics-file")
-        promql = f"avg(avg_over_time(({q.format(selector=pcfg['selector'])})[{int(pcfg['lookback_s'])}s:1s]))"
-        try:
-            r = requests.get(f"{url}/api/v1/query", params={"query": promql}, timeout=5)
-            r.raise_for_status()
-            res = r.json()["data"]["result"]
-        except (requests.RequestException, ValueError, KeyError) as e:
-            raise HaseError(f"Prometheus at {url} unreachable or failed ({type(e).__name__}); "
-                            f"pass --metrics-file snapshot.json instead")
-        if not res:
+        v = prom_value(url, promql_of(pcfg, f, q))
+        if v is None:
             raise HaseError(f"Prometheus at {url} has no series for '{f}' ({q}); pass --metrics-file instead")
-        v = float(res[0]["value"][1])
         if v != v:  # NaN
             raise HaseError(f"Prometheus at {url} returned NaN for '{f}'; pass --metrics-file instead")
         out[f] = v
+    for f in optional:
+        q = pcfg["queries"].get(f)
+        v = prom_value(url, promql_of(pcfg, f, q)) if q is not None else None
+        if v is not None and v == v:
+            out[f] = v
     return out
 
 
@@ -87,20 +112,58 @@ def load_local(device: str, fields: list, seconds: float) -> dict:
         src.stop()
 
 
+def probe_local(device: str, pcfg: dict) -> dict:
+    """Run the launch-wait probe here for local_ms, against the configured idle reference."""
+    if float(pcfg["idle_probe_us"]) <= 0:
+        return {}  # no sound idle reference without one: the caller warns that the field is absent
+    from benchmark.launch_probe import make_probe, probe, wait_per_launch_us
+    run = make_probe(device, threads=1 if device == "cpu" else 0)
+    mean_us = probe(run, float(pcfg["local_ms"]))["PROBE_RUN_US_MEAN"]
+    return {WAIT: wait_per_launch_us(mean_us, float(pcfg["idle_probe_us"])), AGE: 0.0}
+
+
+def launch_wait(got: dict, where: str, max_age_s: float, now: float) -> tuple:
+    """(wait per launch in us or None, JSON info, warning or None) from one load snapshot's probe
+    fields; absent or older than max_age_s -> None: the DCGM-only prediction."""
+    if WAIT not in got:
+        return None, {"wait_source": DCGM_ONLY}, (f"launch-wait field {WAIT} absent from {where}: "
+                                                  f"DCGM-only prediction (wait = beta_us * u)")
+    wait = got[WAIT]
+    if not wait >= 0:
+        raise HaseError(f"field '{WAIT}' must be a wait in us >= 0, got {wait:g}", where)
+    age = got.get(AGE, now - got[TS] if TS in got else None)  # neither: the snapshot is taken as current
+    if age is not None and age > max_age_s:
+        return None, {"wait_source": DCGM_ONLY, "launch_wait_age_s": age}, (
+            f"launch-wait field {WAIT} from {where} is {age:.0f} s old (probe.max_age_s {max_age_s:g}): "
+            f"DCGM-only prediction (wait = beta_us * u)")
+    return wait, {"wait_source": f"measured ({where})", "launch_wait_measured_us": wait,
+                  "launch_wait_age_s": age}, None
+
+
 def current_load(cfg: dict, device: str, fields: list, metrics_file=None) -> tuple:
+    """(load {bg_field: value} with bg_HASE_LAUNCH_WAIT_US when usable, source, wait info, warning or None)."""
     if metrics_file:
         got, src = load_from_file(metrics_file), f"file {metrics_file}"
     elif cfg["prometheus"]["url"]:
-        got, src = load_from_prometheus(cfg["prometheus"], fields), f"prometheus {cfg['prometheus']['url']}"
+        got, src = (load_from_prometheus(cfg["prometheus"], fields, optional=(WAIT, AGE, TS)),
+                    f"prometheus {cfg['prometheus']['url']}")
     else:
-        got, src = load_local(device, fields, cfg["sample_s"]), "local sampling"
+        got = load_local(device, fields, cfg["sample_s"])
+        got.update(probe_local(device, cfg["probe"]))  # after the window, so the window does not see it
+        src = "local sampling"
     from benchmark.gpu_metrics import check_value
     where = metrics_file if metrics_file else src
     missing = [f for f in fields if f not in got]
     if missing:
         raise HaseError(f"load field '{missing[0]}' needed by the predictor is missing", where)
+    wait, info, warning = launch_wait(got, where, float(cfg["probe"]["max_age_s"]), time.time())
+    if warning and not metrics_file and not cfg["prometheus"]["url"] and float(cfg["probe"]["idle_probe_us"]) <= 0:
+        warning += "; set probe.idle_probe_us to run the probe here"
     # NaN or out of range (97 for a 0-1 ratio) is an error, never read as idle or clamped
-    return {BG + f: check_value(f, got[f], where) for f in fields}, src
+    load = {BG + f: check_value(f, got[f], where) for f in fields}
+    if wait is not None:
+        load[BG + WAIT] = wait
+    return load, src, info, warning
 
 
 # ---------- prediction ----------
@@ -164,6 +227,7 @@ def predict_record(record: dict, predictor, load: dict, model=None) -> dict:
     return {"model": record["model"], "device": record["device"], "total_ms": res["total_us"] / 1e3,
             "idle_ms": idle["total_us"] / 1e3, "method": "timeline",
             "statistic": model.get("statistic", "median"), "neighbour_busy": terms["u"],
+            "launch_wait_used_us": res["wait_per_launch_us"],
             "clock_ratio": terms["clock_ratio"], "kernel_sum_ms": prep["standalone_sum_ms"],
             "host_sum_ms": float(host.sum()) / 1e3, "gpu_sum_ms": float(gpu.sum()) / 1e3,
             "copy_ms": (prep["h2d_us"] + prep["d2h_us"]) * p["copy_scale"] / 1e3,
@@ -181,7 +245,7 @@ def write_trace(record: dict, res: dict, model: dict, path: Path) -> None:
     prep, p = res["_prep"], model["params"]
     params = {"session_overhead_us": max(p["c0_us"], 0.0), "h2d_us_per_byte": 0.0, "d2h_us_per_byte": 0.0,
               "h2d_fixed_us": prep["h2d_us"] * p["copy_scale"], "d2h_fixed_us": prep["d2h_us"] * p["copy_scale"],
-              "launch_wait_us": p["beta_us"] * res.get("neighbour_busy", 0.0)}
+              "launch_wait_us": res.get("launch_wait_used_us", 0.0)}
     sim = simulate(record, dict(zip(ids, res["_host"])), dict(zip(ids, res["_gpu"])), params)
     write_chrome_trace(sim, path)
 
@@ -217,6 +281,8 @@ def format_prediction(res: dict, top: int) -> str:
                  f"  {res['n_kernels']} kernels: host dispatch Σ {res['host_sum_ms']:.3f} ms, GPU Σ "
                  f"{res['gpu_sum_ms']:.3f} ms, copies {res['copy_ms']:.3f} ms, "
                  f"{res['launches_on_idle_stream']} launches onto an idle stream",
+                 f"  wait per launch onto an idle stream {res['launch_wait_used_us']:.1f} us "
+                 f"({res.get('wait_source', DCGM_ONLY)})",
                  f"  {'kernel':32s} {'host_us':>9s} {'gpu_us':>9s}"]
         ks = sorted(res["kernels"], key=lambda k: -max(k["gpu_us"], k["host_us"]))[:top]
         lines += [f"  {k['id']:32s} {k['host_us']:9.1f} {k['gpu_us']:9.1f}" for k in ks]
@@ -244,7 +310,9 @@ def main() -> int:
     check_ep(predictor, device, pdir)
     check_provenance(predictor.manifest.get("metadata", {}), device, log)
     fields = [f[len(BG):] for f in predictor.load_fields]
-    load, src = current_load(cfg, device, fields, args.metrics_file)
+    load, src, wait_info, wait_warning = current_load(cfg, device, fields, args.metrics_file)
+    if wait_warning:
+        log.warning("%s", wait_warning)
     model, mpath = load_timeline_model(cfg, slug)
     t0 = time.perf_counter()
     record = analyse(args.model, device, cfg)
@@ -259,7 +327,10 @@ def main() -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         predict_record(record, predictor, load, model)
-    res.update({"load": load, "load_source": src, "predict_s": t2 - t1, "predict_warm_s": time.perf_counter() - t2,
+    if model is None:  # the plain sum has no launches to wait at
+        wait_info = {**wait_info, "wait_source": "unused (no timeline model)"}
+    res.update({"load": load, "load_source": src, **wait_info, "predict_s": t2 - t1,
+                "predict_warm_s": time.perf_counter() - t2,
                 "analyse_s": t1 - t0,
                 "predictor_dir": str(pdir), "timeline_model": str(mpath) if model else None})
     print(format_prediction(res, cfg["top_kernels"]))

@@ -24,6 +24,8 @@ predictor sees before the job starts (never the job's own activity):
     g_i'  = g_i * clock**clock_exp * (1 + alpha * u)   # our GPU work shares the engine
     wait  = beta_us * u          # a kernel launched onto an idle stream first waits for the
                                  # neighbour's running kernel (dispatch-bound models pay it often)
+    wait  = HASE_LAUNCH_WAIT_US  # instead, when the node agent's launch-wait probe measured it
+                                 # (inference/node_agent.py); on CPU EP it is added per kernel
 
 Fitted (a few physical constants, not a lookup), on the training architectures only: C0, kappa and
 overhead_us at idle in IOBinding mode; copy_scale at idle in session.run mode (it maps the copy microbenchmark
@@ -49,6 +51,7 @@ from utils.errors import HaseError  # noqa: E402
 FORMAT = "hase.timeline_model/1"
 BUSY, CLOCK = "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_SM_CLOCK"
 CPU_BUSY = "CPU_UTIL_PCT"
+WAIT = "HASE_LAUNCH_WAIT_US"  # measured wait per launch onto an idle stream (us, >= 0)
 CPU_EP = "CPUExecutionProvider"
 DEFAULT_PARAMS = {"c0_us": 0.0, "kappa": 1.0, "overhead_us": 0.0, "copy_scale": 1.0, "alpha": 0.0, "beta_us": 0.0,
                   "clock_exp": 0.0}
@@ -109,7 +112,8 @@ def copy_us(table, direction: str, nbytes_: float) -> float:
 
 
 def load_terms(load: dict, idle_clock_mhz: float) -> dict:
-    """(u, clock ratio) from background metrics, keys with or without the bg_ prefix."""
+    """(u, clock ratio, measured wait per launch or None) from background metrics, keys with or
+    without the bg_ prefix."""
     def get(f, default):
         for k in ("bg_" + f, f):
             v = load.get(k)
@@ -122,7 +126,9 @@ def load_terms(load: dict, idle_clock_mhz: float) -> dict:
         u = get(CPU_BUSY, 0.0) / 100.0
     clk = get(CLOCK, idle_clock_mhz) if idle_clock_mhz else 0.0
     ratio = idle_clock_mhz / clk if idle_clock_mhz and clk > 0 else 1.0
-    return {"u": min(max(u, 0.0), 1.0), "clock_ratio": max(ratio, 1.0)}
+    wait = get(WAIT, None)
+    return {"u": min(max(u, 0.0), 1.0), "clock_ratio": max(ratio, 1.0),
+            "wait_us": None if wait is None else max(wait, 0.0)}
 
 
 # ---- the timeline ----------------------------------------------------------------------------
@@ -146,9 +152,11 @@ def timeline_us(prep: dict, p: dict, terms: dict, copies: bool = True) -> dict:
     h2d, d2h = prep["h2d_us"] * copy, prep["d2h_us"] * copy
     if prep["device"] == "cpu":  # host and compute are one thread; the load slows both
         body = float(np.sum(h + gpu_idle_us(prep, p))) * (1.0 + p["alpha"] * terms["u"])
-        return {"total_us": p["c0_us"] + body, "host_first": 0, "gpu_us": 0.0, "wait_us": 0.0}
+        waits = prep["n"] * (terms.get("wait_us") or 0.0)  # scheduling wait behind CPU neighbours, per kernel
+        return {"total_us": p["c0_us"] + body + waits, "host_first": 0, "gpu_us": 0.0, "wait_us": waits,
+                "wait_per_launch_us": terms.get("wait_us") or 0.0}
     g = gpu_stretched(gpu_idle_us(prep, p), p, terms)
-    wait = p["beta_us"] * terms["u"]
+    wait = p["beta_us"] * terms["u"] if terms.get("wait_us") is None else terms["wait_us"]
     t_host = t_gpu = h2d
     n_first = 0
     for i in range(prep["n"]):
@@ -164,7 +172,8 @@ def timeline_us(prep: dict, p: dict, terms: dict, copies: bool = True) -> dict:
         if prep["sync"][i]:
             t_host = t_gpu
     end = max(t_host, t_gpu) + d2h
-    return {"total_us": p["c0_us"] + end, "host_first": n_first, "gpu_us": float(np.sum(g)), "wait_us": wait * n_first}
+    return {"total_us": p["c0_us"] + end, "host_first": n_first, "gpu_us": float(np.sum(g)), "wait_us": wait * n_first,
+            "wait_per_launch_us": wait}
 
 
 def gpu_stretched(g, p: dict, terms: dict):

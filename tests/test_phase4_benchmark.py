@@ -160,9 +160,10 @@ def test_measure_budget_and_profile(p4_home, p4_kernels):
 
 
 # ---- stressor and co-runners ---------------------------------------------------------------------
-# every load process: the plan's stressor and each co-runner (start expression, pid attribute)
+# every load process: the plan's stressor, each co-runner and the node agent (start expression)
 LOAD_STARTS = [("stressor", 'Stressor(0.5, "matmul", "cpu")')] + \
-              [(n, f'start_corunner({n!r}, 0.3, "cpu")') for n in sorted(CORUNNERS)]
+              [(n, f'start_corunner({n!r}, 0.3, "cpu")') for n in sorted(CORUNNERS)] + \
+              [("node_agent", 'NodeAgent("cpu", 0, ["idle_check_s=0.1", "idle_budget_ms=20", "warmup=2"])')]
 
 
 @pytest.mark.parametrize("name,start", LOAD_STARTS)
@@ -173,6 +174,7 @@ def test_load_dies_with_killed_parent(tmp_path, name, start):
         sys.path.insert(0, {str(REPO)!r})
         from benchmark.stressor import Stressor
         from benchmark.corunners import start_corunner
+        from inference.node_agent import NodeAgent
         with {start} as s:
             print(s.pid, flush=True)
             time.sleep(120)

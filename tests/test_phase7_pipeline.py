@@ -156,6 +156,73 @@ def test_prometheus_end_to_end(home, tmp_path):
             proc.wait(timeout=10)
 
 
+CPU_SNAP = {"CPU_UTIL_PCT": 40.0, "CPU_FREQ_MHZ": 2000, "MEM_USED_MB": 4000, "LOAD_AVG_1M": 0.3}
+
+
+def test_launch_wait_field_absent_stale_and_present(home, tmp_path):
+    """No probe field, or a stale one: the DCGM-only prediction and a warning naming the field; a
+    fresh one: used, and a model whose every kernel is a dispatch pays it per kernel (slower)."""
+    def predict(extra: dict, name: str):
+        snap, out = tmp_path / f"{name}.json", tmp_path / f"{name}.pred.json"
+        snap.write_text(json.dumps({**CPU_SNAP, **extra}))
+        p = _predict(home, "--metrics-file", str(snap), "--json", str(out))
+        return p, json.loads(out.read_text())
+    p, absent = predict({}, "absent")
+    assert "HASE_LAUNCH_WAIT_US absent" in p.stderr and absent["wait_source"] == "dcgm-only (beta_us * u)"
+    p, stale = predict({"HASE_LAUNCH_WAIT_US": 50.0, "HASE_LAUNCH_WAIT_AGE_S": 600}, "stale")
+    assert "HASE_LAUNCH_WAIT_US" in p.stderr and "600 s old" in p.stderr
+    assert stale["wait_source"] == absent["wait_source"] and stale["total_ms"] == pytest.approx(absent["total_ms"])
+    p, fresh = predict({"HASE_LAUNCH_WAIT_US": 50.0, "HASE_LAUNCH_WAIT_AGE_S": 2}, "fresh")
+    assert "HASE_LAUNCH_WAIT_US" not in p.stderr and fresh["wait_source"].startswith("measured (")
+    assert fresh["launch_wait_used_us"] == 50.0 and fresh["launch_wait_age_s"] == 2
+    assert fresh["total_ms"] == pytest.approx(absent["total_ms"] + fresh["n_kernels"] * 50.0 / 1e3)
+    assert fresh["idle_ms"] == pytest.approx(absent["idle_ms"])  # the idle estimate has no neighbour
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**CPU_SNAP, "HASE_LAUNCH_WAIT_US": -3}))
+    p = _predict(home, "--metrics-file", str(bad), check=False)
+    last = p.stderr.strip().splitlines()[-1]
+    assert p.returncode == 2 and last.startswith(f"error: {bad}: field 'HASE_LAUNCH_WAIT_US'")
+
+
+@pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus binary not installed (.ci/run installs it)")
+def test_node_agent_scraped_by_prometheus(home, tmp_path):
+    """node agent (real probe on CPU EP, fixed CPU fields) <- real Prometheus <- predictor: the
+    measured wait is read with the other fields, fresh, and used."""
+    sys.path.insert(0, str(REPO))
+    from inference.node_agent import NodeAgent
+    fixed = tmp_path / "fixed.json"
+    fixed.write_text(json.dumps(CPU_SNAP))
+    eport, pport = _free_port(), _free_port()
+    cfg = tmp_path / "prometheus.yml"
+    cfg.write_text(f"global: {{scrape_interval: 1s}}\nscrape_configs:\n  - job_name: hase\n"
+                   f"    static_configs: [{{targets: ['127.0.0.1:{eport}']}}]\n")
+    # a 0.001 us idle reference makes every probe run a wait > 0, so 'used' is visible in the output
+    sets = ["period_s=1", "probe_budget_ms=1", "idle_probe_us=0.001", "warmup=5"]
+    with NodeAgent("cpu", eport, sets, fixed=fixed):
+        prom = subprocess.Popen(["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                                 f"--web.listen-address=127.0.0.1:{pport}"], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        url = f"http://127.0.0.1:{pport}"
+        try:
+            if not wait_for_series(url, "count_over_time(hase_launch_wait_us[1m])", min_value=2):
+                pytest.fail("Prometheus never scraped the node agent's probe gauges")
+            assert wait_for_series(url, 'hase_launch_wait_timestamp_seconds{job="hase",gpu="0"}')
+            out = tmp_path / "pred.json"
+            fields = {f: f"{f}{{{{{{selector}}}}}}" for f in CPU_SNAP}
+            queries = {**fields, "HASE_LAUNCH_WAIT_US": "hase_launch_wait_us{{{selector}}}",
+                       "HASE_LAUNCH_WAIT_AGE_S": "time() - hase_launch_wait_timestamp_seconds{{{selector}}}"}
+            sets = ["--set", f"prometheus.url={url}", "--set", 'prometheus.selector=job="hase"',
+                    "--set", "prometheus.lookback_s=5", "--set", f"prometheus.queries={json.dumps(queries)}"]
+            p = _predict(home, *sets, "--json", str(out))
+            res = json.loads(out.read_text())
+            assert res["load"]["bg_CPU_UTIL_PCT"] == pytest.approx(40.0)
+            assert res["wait_source"] == f"measured (prometheus {url})", p.stderr
+            assert res["launch_wait_used_us"] > 0 and 0 <= res["launch_wait_age_s"] <= 60
+        finally:
+            prom.terminate()
+            prom.wait(timeout=10)
+
+
 def test_live_evaluation_under_a_corunner(home, tmp_path):
     """evaluator.py live mode: measure + predict one model at idle and next to a held-out co-runner."""
     model = sorted((home / "model_zoo" / "models").glob("resnet18_bs1_64x64.onnx"))[0]

@@ -15,10 +15,10 @@ from utils import paths
 from utils.errors import HaseError
 
 
-def base_parser(description: str, phase_dir: str) -> argparse.ArgumentParser:
+def base_parser(description: str, phase_dir: str, config_name: str = "config.yaml") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--config", type=Path, default=paths.phase_config(phase_dir),
-                   help=f"YAML config (default: {phase_dir}/config.yaml)")
+    p.add_argument("--config", type=Path, default=paths.phase_config(phase_dir).with_name(config_name),
+                   help=f"YAML config (default: {phase_dir}/{config_name})")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key (dotted, YAML value); repeatable")
     p.add_argument("--device", choices=["cpu", "cuda", "auto"], default=None,

@@ -370,7 +370,7 @@ def test_predictor_load_rejects_bad_values(tmp_path, prometheus_api, busy):
     fields = ["DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_SM_CLOCK"]
     snap = tmp_path / "snap.json"
     snap.write_text(json.dumps({"DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.4, "DCGM_FI_DEV_SM_CLOCK": 1980}))
-    got, _ = current_load(DEFAULTS, "cuda", fields, snap)
+    got = current_load(DEFAULTS, "cuda", fields, snap)[0]
     assert got == {"bg_DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.4, "bg_DCGM_FI_DEV_SM_CLOCK": 1980.0}
     snap.write_text(json.dumps({"bg_DCGM_FI_PROF_GR_ENGINE_ACTIVE": busy, "DCGM_FI_DEV_SM_CLOCK": 1980}))
     with pytest.raises(HaseError, match=rf"^{snap}: field 'DCGM_FI_PROF_GR_ENGINE_ACTIVE' = {busy:g} is out of "

@@ -53,6 +53,7 @@ BUSY, CLOCK = "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_SM_CLOCK"
 CPU_BUSY = "CPU_UTIL_PCT"
 WAIT = "HASE_LAUNCH_WAIT_US"  # measured wait per launch onto an idle stream (us, >= 0)
 CPU_EP = "CPUExecutionProvider"
+LAUNCH = "launch_interval"  # host_semantics of a host table measured from CUDA launch intervals
 DEFAULT_PARAMS = {"c0_us": 0.0, "kappa": 1.0, "overhead_us": 0.0, "copy_scale": 1.0, "alpha": 0.0, "beta_us": 0.0,
                   "clock_exp": 0.0}
 INITIAL = {"c0_us": 50.0, "kappa": 1.0, "overhead_us": 20.0, "copy_scale": 1.0, "alpha": 0.5, "beta_us": 20.0,
@@ -104,7 +105,8 @@ def standalone_us(record: dict, kernel_ms: dict) -> np.ndarray:
 def gpu_idle_us(prep: dict, p: dict) -> np.ndarray:
     """GPU time per kernel at idle: the standalone time minus what a standalone run of a kernel that
     does nothing costs (overhead_us), never below `floor` of the standalone time."""
-    return np.maximum(prep["dev"] - p["overhead_us"], prep["floor"] * prep["dev"])
+    return np.maximum(prep["dev"] - p["overhead_us"],
+                      np.maximum(prep["floor"] * prep["dev"], prep.get("floor_us", 0.0)))
 
 
 def copy_us(table, direction: str, nbytes_: float) -> float:
@@ -136,11 +138,14 @@ def prepared(record: dict, kernel_ms: dict, model: dict) -> dict:
     """Everything about one analysed model that does not depend on the load (cache it)."""
     in_b, out_b = io_bytes(record.get("graph_inputs")), io_bytes(record.get("graph_outputs"))
     bw = model.get("bandwidth")
-    return {"h": host_us(record, model["host_table"]),
-            "dev": standalone_us(record, kernel_ms), "floor": float(model["gpu_floor_frac"]),
+    cm = model.get("copies_measured")  # us per byte of session.run's own copies, from measured timelines
+    h2d = in_b * cm["h2d_us_per_byte"] if cm else copy_us(bw, "h2d", in_b)
+    d2h = out_b * cm["d2h_us_per_byte"] if cm else copy_us(bw, "d2h", out_b)
+    return {"h": host_us(record, model["host_table"]), "launch_at_start": model.get("host_semantics") == LAUNCH,
+            "dev": standalone_us(record, kernel_ms), "floor": float(model["gpu_floor_frac"]), "floor_us": float(model.get("gpu_floor_us", 0.0)),
             "on_host": np.array([k.get("ep") == CPU_EP for k in record["kernels"]]),
             "sync": np.array([k.get("op_type") == "MemcpyToHost" for k in record["kernels"]]),
-            "h2d_us": copy_us(bw, "h2d", in_b), "d2h_us": copy_us(bw, "d2h", out_b),
+            "h2d_us": h2d, "d2h_us": d2h,
             "device": record.get("device", "cuda"), "n": len(record["kernels"])}
 
 
@@ -163,9 +168,12 @@ def timeline_us(prep: dict, p: dict, terms: dict, copies: bool = True) -> dict:
         if prep["on_host"][i]:          # CPU-placed node in a CUDA session runs on the host
             t_host += h[i] + g[i]
             continue
+        # h_i measured as launch intervals (first launch of node i -> of node i+1): node i launches at
+        # the start of its interval; as ORT-profiled node times: at its end
+        launch = t_host if prep.get("launch_at_start") else t_host + h[i]
         t_host += h[i]
-        if t_host >= t_gpu:              # the stream was idle: this launch starts it again
-            t_gpu = t_host + wait + g[i]
+        if launch >= t_gpu:              # the stream was idle: this launch starts it again
+            t_gpu = launch + wait + g[i]
             n_first += 1
         else:
             t_gpu += g[i]

@@ -1,0 +1,302 @@
+"""Phase 7: the timeline model with measured terms, judged against multi-session labels.
+
+  python inference/fit_measured_timeline.py [--set timeline_dirs=[...]] [--set train_archs=[...]]
+
+Reads the measured timelines of benchmark/trace_run.py (fresh sessions on several machines), the phase 2
+records and the phase 5 kernel predictor. Every term of inference/timeline_model.py is measured, each in
+one place, on the training architectures only:
+
+  host dispatch   per ORT op type: the launch interval of each node under CUPTI (first launch of the node
+                  to the first launch of the next), less CUPTI's own cost per launch (cupti_launch_us)
+  cupti_launch_us what CUPTI adds per GPU op: (CUPTI-pass wall - plain wall) / GPU ops, in sessions of
+                  dispatch-bound models (the GPU idles, so the wall is the host's)
+  GPU time        the kernel predictor's standalone device time less the fixed cost a standalone run pays
+                  (overhead_us = median of predicted standalone - CUPTI GPU time per node)
+  fixed + copies  before/after ORT's Execute: c0_us + bytes * us_per_byte per direction (least squares
+                  over the training models' measured before_us/after_us)
+  spread          p10/p90 of each session's host and copy terms over the model's median: a prediction's
+                  p10-p90 runs the timeline with those factors (host speed is what varies per session)
+
+Labels are the median over every session of every machine (p10/p90 across sessions beside it).
+Writes <out>/timeline_model.json (what predict_model_latency.py reads), <out>/cases.csv,
+<out>/summary.json and adds the splits under `measured_timeline` in inference/results/<gpu>/summary.json.
+"""
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from graph_model.dag_critical_path import io_bytes, load_record  # noqa: E402
+from inference import timeline_model as tm  # noqa: E402
+from utils import paths  # noqa: E402
+from utils.config import base_parser, from_args, save_resolved  # noqa: E402
+from utils.errors import HaseError, run_main  # noqa: E402
+from utils.logger import get_logger  # noqa: E402
+from utils.metrics import accuracy  # noqa: E402
+
+ZOO = ["resnet18", "resnet34", "resnet50", "mobilenet_v2", "vgg11", "densenet121", "efficientnet_b0", "vit_b_16",
+       "mobilenet_v3_small", "regnet_y_400mf", "convnext_tiny", "shufflenet_v2_x1_0"]
+DEFAULTS = {"timeline_dirs": ["benchmark/results/nvidia-h200/timeline/machine_*"],
+            "records": "ort_analysis/ort_kernel_record/nvidia-h200", "predictor_dir": "",
+            "baseline_timeline_model": "inference/results/nvidia-h200/timeline_model.json",
+            "train_archs": ZOO, "algo": "EXHAUSTIVE", "gpu_floor_frac": 0.0,
+            "dispatch_bound_idle_frac": 0.5,   # sessions whose GPU idles this share of the span: host-bound
+            "spread_quantiles": [0.1, 0.9],
+            "out": "inference/results/nvidia-h200/measured", "summary": "inference/results/nvidia-h200/summary.json"}
+NEED_S = ["model", "session", "cudnn_conv_algo_search", "e2e_median_ms", "device_median_ms", "host_sum_us",
+          "gpu_sum_us", "gpu_idle_us", "span_us", "cupti_wall_us", "n_gpu_ops", "before_us", "after_us"]
+NEED_N = ["model", "session", "node", "op", "host_us", "gpu_us", "launches", "cudnn_conv_algo_search"]
+
+
+def arch_of(model: str) -> str:
+    return model.split("_bs")[0]
+
+
+def read_machines(dirs: list) -> tuple:
+    """(sessions, nodes) of every machine folder, with a `machine` column."""
+    ss, ns = [], []
+    for d in dirs:
+        d = Path(d)
+        for name, need, out in (("trace_sessions.csv.gz", NEED_S, ss), ("trace_nodes.csv.gz", NEED_N, ns)):
+            f = d / name
+            if not f.exists():
+                raise HaseError(f"{name} missing", d)
+            df = pd.read_csv(f)
+            miss = [c for c in need if c not in df.columns]
+            if miss:
+                raise HaseError(f"column '{miss[0]}' missing", f)
+            out.append(df.assign(machine=d.name))
+    if not ss:
+        raise HaseError("no timeline folders matched", ",".join(map(str, dirs)))
+    return pd.concat(ss, ignore_index=True), pd.concat(ns, ignore_index=True)
+
+
+def labels(sessions: pd.DataFrame, q: tuple) -> pd.DataFrame:
+    """Per model: the median over all sessions (every machine) and the p10/p90 across sessions."""
+    g = sessions.groupby("model")
+    out = pd.DataFrame({"sessions": g.size(), "machines": g["machine"].nunique()})
+    for col, name in (("e2e_median_ms", "e2e"), ("device_median_ms", "device")):
+        out[f"{name}_ms"] = g[col].median()
+        out[f"{name}_p10_ms"] = g[col].quantile(q[0])
+        out[f"{name}_p90_ms"] = g[col].quantile(q[1])
+    return out
+
+
+def cupti_launch_us(sessions: pd.DataFrame, idle_frac: float) -> float:
+    """CUPTI's own cost per GPU op (us), from dispatch-bound sessions: (CUPTI wall - plain wall) / ops."""
+    d = sessions[sessions["gpu_idle_us"] >= idle_frac * sessions["span_us"]]
+    if d.empty:
+        raise HaseError("no dispatch-bound training sessions to measure CUPTI's cost per launch")
+    return float(((d["cupti_wall_us"] - d["e2e_median_ms"] * 1e3) / d["n_gpu_ops"]).median())
+
+
+def node_medians(nodes: pd.DataFrame, launch_cost_us: float) -> pd.DataFrame:
+    """Per (model, node): plain host dispatch (CUPTI's cost per launch taken off) and CUPTI GPU time,
+    medians over sessions and machines."""
+    n = nodes.assign(host_plain_us=(nodes["host_us"] - launch_cost_us * nodes["launches"]).clip(lower=0.0))
+    return n.groupby(["model", "node", "op"], as_index=False)[["host_plain_us", "host_us", "gpu_us"]].median()
+
+
+def measured_host_table(per_node: pd.DataFrame, records: dict) -> dict:
+    """Host dispatch per op type (us) in timeline_model's host-table format, from launch intervals."""
+    cat = {(m, k["node_name"]): k.get("category", "other") for m, r in records.items() for k in r["kernels"]}
+    d = per_node[per_node["model"].isin(list(records))].copy()
+    d["category"] = [cat.get((m, n), "other") for m, n in zip(d["model"], d["node"])]
+    col = "host_plain_us"
+    return {"by_op_us": {k: float(v) for k, v in d.groupby("op")[col].median().items()},
+            "by_category_us": {k: float(v) for k, v in d.groupby("category")[col].median().items()},
+            "default_us": float(d[col].median()), "n_nodes": int(len(d)), "source": "CUPTI launch intervals"}
+
+
+def gpu_overhead_us(per_node: pd.DataFrame, preps: dict) -> tuple:
+    """(overhead_us, floor_us, nodes matched). overhead_us: median of predicted standalone time - CUPTI GPU
+    time per node; floor_us: the median CUPTI time of the nodes whose standalone time that overhead
+    leaves at nothing (what a tiny kernel costs on the GPU)."""
+    pairs = []
+    for m, prep in preps.items():
+        g = per_node[per_node["model"] == m].set_index("node")["gpu_us"]
+        for nn, dev in zip(prep["node_names"], prep["dev"]):
+            if nn in g.index and g[nn] > 0:
+                pairs.append((dev, g[nn]))
+    if not pairs:
+        raise HaseError("no training node matched between the records and the measured timelines")
+    dev, gpu = np.array(pairs).T
+    overhead = float(np.median(dev - gpu))
+    tiny = gpu[dev - overhead <= 0]
+    return overhead, float(np.median(tiny)) if len(tiny) else 0.0, len(pairs)
+
+
+def copy_lines(sessions: pd.DataFrame, io: dict) -> dict:
+    """Fixed cost and us per byte before and after Execute (session.run with numpy in/out), by least
+    squares over the training models' medians; the intercepts together are c0_us."""
+    med = sessions.groupby("model")[["before_us", "after_us"]].median()
+    out = {}
+    for col, key, i in (("before_us", "h2d", 0), ("after_us", "d2h", 1)):
+        x = np.array([io[m][i] for m in med.index], float)
+        y = med[col].to_numpy()
+        w = 1.0 / y   # relative error: 100 MB inputs must not decide the small ones' cost
+        (a, b), *_ = np.linalg.lstsq(np.column_stack([np.ones_like(x), x]) * w[:, None], y * w, rcond=None)
+        out[key] = {"us0": float(max(a, 0.0)), "us_per_byte": float(max(b, 0.0))}
+    return out
+
+
+def spread_factors(sessions: pd.DataFrame, q: tuple) -> dict:
+    """Quantiles (q10, q90) of each session's host and copy terms over its model's median."""
+    out = {}
+    for col in ("host_sum_us", "before_us"):
+        r = sessions[col] / sessions.groupby("model")[col].transform("median")
+        lo, hi = (float(x) for x in r.quantile(list(q)))
+        out[col] = [min(lo, 1.0), max(hi, 1.0)]   # the central value lies between them
+    return out
+
+
+def predict(prep: dict, params: dict, spread: dict, copies: bool) -> dict:
+    """Central, p10 and p90 (ms) of one model at idle, and its host and GPU sums (us)."""
+    terms = {"u": 0.0, "clock_ratio": 1.0, "wait_us": 0.0}
+    out = {}
+    for tag, i in (("p10", 0), ("central", None), ("p90", 1)):
+        p = dict(prep)
+        if i is not None:
+            p["h"] = prep["h"] * spread["host_sum_us"][i]
+            p["h2d_us"] = prep["h2d_us"] * spread["before_us"][i]
+        r = tm.timeline_us(p, params, terms, copies)
+        out[tag] = r["total_us"] / 1e3
+    out["host_sum_us"] = float(np.sum(prep["h"]))
+    out["gpu_sum_us"] = float(np.sum(tm.gpu_idle_us(prep, params)))
+    return out
+
+
+def main() -> int:
+    p = base_parser("Phase 7: timeline model with measured terms, judged on multi-session labels", "inference",
+                    "measured_timeline.yaml")
+    args = p.parse_args()
+    cfg = from_args(args, DEFAULTS)
+    log = get_logger("inference", args.log_level)
+    q = tuple(float(x) for x in cfg["spread_quantiles"])
+    dirs = paths.expand_globs(cfg["timeline_dirs"])
+    sessions, nodes = read_machines([d for d in dirs if Path(d).is_dir()])
+    sessions = sessions[sessions["cudnn_conv_algo_search"] == cfg["algo"]]
+    nodes = nodes[nodes["cudnn_conv_algo_search"] == cfg["algo"]]
+    models = sorted(sessions["model"].unique())
+    rdir = Path(cfg["records"])
+    records = {}
+    for m in models:
+        f = rdir / f"{m}.cuda.json.gz"
+        if not f.exists():
+            raise HaseError(f"no CUDA record for {m}", rdir)
+        records[m] = load_record(f)
+    train = [m for m in models if arch_of(m) in set(cfg["train_archs"])]
+    if not train:
+        raise HaseError("no training architecture among the measured models", "train_archs")
+    tr_s = sessions[sessions["model"].isin(train)]
+
+    # ---- measured terms, training architectures only
+    launch_cost = cupti_launch_us(tr_s, float(cfg["dispatch_bound_idle_frac"]))
+    per_node = node_medians(nodes, launch_cost)
+    io = {m: (io_bytes(r.get("graph_inputs")), io_bytes(r.get("graph_outputs"))) for m, r in records.items()}
+    lines = copy_lines(tr_s, io)
+    spread = spread_factors(tr_s, q)
+    from training.train_kernel_model import load_predictor
+    pdir = Path(cfg["predictor_dir"]) if cfg["predictor_dir"] else paths.train_models_dir() / "nvidia-h200"
+    predictor = load_predictor(pdir)
+    idle_load = {f: 0.0 for f in predictor.load_fields}
+    base = json.loads(Path(cfg["baseline_timeline_model"]).read_text()) if cfg["baseline_timeline_model"] else {}
+    idle_load.update({k: v for k, v in base.get("idle_load", {}).items() if k in idle_load})
+    model = {"host_table": measured_host_table(per_node, {m: records[m] for m in train}),
+             "host_semantics": tm.LAUNCH, "gpu_floor_frac": float(cfg["gpu_floor_frac"]), "bandwidth": None,
+             "idle_load": idle_load, "idle_clock_mhz": float(base.get("idle_clock_mhz", 0.0)),
+             "copies_measured": {"h2d_us_per_byte": lines["h2d"]["us_per_byte"],
+                                 "d2h_us_per_byte": lines["d2h"]["us_per_byte"]},
+             "statistic": "median", "cupti_launch_us": launch_cost, "spread": spread,
+             "spread_quantiles": list(q)}
+    from inference.predict_model_latency import prepare_record
+    preps = {}
+    for m in models:
+        preps[m] = prepare_record(records[m], predictor, model)
+        preps[m]["node_names"] = [k["node_name"] for k in records[m]["kernels"]]
+    overhead, floor_us, matched = gpu_overhead_us(per_node, {m: preps[m] for m in train})
+    model["standalone_overhead_us"], model["gpu_floor_us"] = overhead, floor_us
+    for m in models:
+        preps[m]["floor_us"] = floor_us
+    model["params"] = dict(tm.DEFAULT_PARAMS, c0_us=lines["h2d"]["us0"] + lines["d2h"]["us0"], kappa=1.0,
+                           overhead_us=overhead, copy_scale=1.0)
+    model["measured"] = {"cupti_launch_us": launch_cost, "overhead_us": overhead, "gpu_floor_us": floor_us,
+                         "overhead_nodes": matched,
+                         "copies": lines, "spread": spread, "train_models": train}
+    model["fitted"], model["at_bounds"] = [], []
+    log.info("measured terms: CUPTI %.2f us/launch, GPU overhead %.2f us (%d nodes), c0 %.1f us, h2d %.3g us/B, "
+             "d2h %.3g us/B, host spread %s", launch_cost, overhead, matched, model["params"]["c0_us"],
+             lines["h2d"]["us_per_byte"], lines["d2h"]["us_per_byte"], spread["host_sum_us"])
+
+    # ---- judge: every model against its multi-session label; per term against the measured sums
+    lab = labels(sessions, q)
+    meas = sessions.assign(host_plain_us=sessions["host_sum_us"] - launch_cost * sessions["n_gpu_ops"]) \
+        .groupby("model")[["host_plain_us", "gpu_sum_us"]].median()
+    base_prep = None
+    if base:
+        base_model = tm.load(Path(cfg["baseline_timeline_model"]))
+        base_prep = {m: prepare_record(records[m], predictor, base_model) for m in models}
+    rows = []
+    for m in models:
+        e2e, dev = predict(preps[m], model["params"], spread, True), predict(preps[m], model["params"], spread, False)
+        r = {"model": m, "arch": arch_of(m), "split": "training arch" if m in train else "held-out arch",
+             **lab.loc[m].to_dict(), "pred_e2e_ms": e2e["central"], "pred_e2e_p10_ms": e2e["p10"],
+             "pred_e2e_p90_ms": e2e["p90"], "pred_device_ms": dev["central"], "pred_device_p10_ms": dev["p10"],
+             "pred_device_p90_ms": dev["p90"], "pred_host_sum_us": e2e["host_sum_us"],
+             "meas_host_sum_us": float(meas.loc[m, "host_plain_us"]), "pred_gpu_sum_us": e2e["gpu_sum_us"],
+             "meas_gpu_sum_us": float(meas.loc[m, "gpu_sum_us"]), "unseen_types": " ".join(preps[m]["unseen_types"])}
+        r["pred_bound"] = "dispatch" if r["pred_host_sum_us"] > r["pred_gpu_sum_us"] else "gpu"
+        r["meas_bound"] = "dispatch" if r["meas_host_sum_us"] > r["meas_gpu_sum_us"] else "gpu"
+        if base_prep is not None:
+            r["baseline_e2e_ms"] = tm.predict_ms(base_prep[m], base_model["params"], base_model["idle_load"],
+                                                 base_model.get("idle_clock_mhz", 0.0))
+        rows.append(r)
+    cases = pd.DataFrame(rows)
+
+    def block(d):
+        out = {"models": int(len(d)), "architectures": int(d["arch"].nunique()),
+               "e2e": accuracy(d["pred_e2e_ms"], d["e2e_ms"]), "device": accuracy(d["pred_device_ms"], d["device_ms"]),
+               "host_sum": accuracy(d["pred_host_sum_us"], d["meas_host_sum_us"]),
+               "gpu_sum": accuracy(d["pred_gpu_sum_us"], d["meas_gpu_sum_us"]),
+               "label_in_p10_p90_pct": float(((d["e2e_ms"] >= d["pred_e2e_p10_ms"])
+                                              & (d["e2e_ms"] <= d["pred_e2e_p90_ms"])).mean() * 100),
+               "bound_agrees_pct": float((d["pred_bound"] == d["meas_bound"]).mean() * 100)}
+        if "baseline_e2e_ms" in d:
+            out["baseline_fitted_timeline_e2e"] = accuracy(d["baseline_e2e_ms"], d["e2e_ms"])
+        return out
+    splits = {f"idle / {s} (median of {int(cases['sessions'].median())} sessions, "
+              f"{int(cases['machines'].max())} machines)": block(cases[cases["split"] == s])
+              for s in ("held-out arch", "training arch")}
+    r18 = cases[cases["model"] == "resnet18_bs1_224x224"]
+    summary = {"labels": "median over every fresh session of every machine; p10/p90 across sessions in cases.csv",
+               "algo": cfg["algo"], "timeline_dirs": [str(d) for d in dirs], "by_split": splits,
+               "resnet18_bs1": r18[["pred_bound", "meas_bound", "pred_host_sum_us", "pred_gpu_sum_us",
+                                    "meas_host_sum_us", "meas_gpu_sum_us"]].to_dict("records"),
+               "measured_terms": model["measured"]}
+    out = Path(cfg["out"])
+    out.mkdir(parents=True, exist_ok=True)
+    tm.save(model, out / "timeline_model.json")
+    paths.atomic_write_text(out / "cases.csv", cases.to_csv(index=False, float_format="%.5g"))
+    paths.atomic_write_text(out / "summary.json", json.dumps(summary, indent=1, default=float) + "\n")
+    save_resolved(cfg, out)
+    sp = Path(cfg["summary"]) if cfg["summary"] else None
+    if sp is not None and sp.exists():   # beside the evaluator's splits, under its own key
+        top = json.loads(sp.read_text())
+        top["measured_timeline"] = {"by_split": {k: dict(v["e2e"], **{t: v[t] for t in ("host_sum", "gpu_sum")})
+                                                 for k, v in splits.items()},
+                                    "source": str(out / "summary.json")}
+        paths.atomic_write_text(sp, json.dumps(top, indent=1, default=float) + "\n")
+    for k, v in splits.items():
+        log.info("%s: e2e MAPE %.1f%% (±10%%: %.0f%%), device MAPE %.1f%%, Σhost MAPE %.1f%%, ΣGPU MAPE %.1f%%, "
+                 "label in p10-p90 %.0f%%, baseline %s", k, v["e2e"]["mape_pct"], v["e2e"]["within_10pct"],
+                 v["device"]["mape_pct"], v["host_sum"]["mape_pct"], v["gpu_sum"]["mape_pct"],
+                 v["label_in_p10_p90_pct"], v.get("baseline_fitted_timeline_e2e", {}).get("mape_pct"))
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)

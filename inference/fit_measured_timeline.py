@@ -154,20 +154,24 @@ def spread_factors(sessions: pd.DataFrame, q: tuple) -> dict:
     return out
 
 
+def algo_gpu_ratio(sessions: pd.DataFrame, ref: str) -> dict:
+    """Per cudnn_conv_algo_search: median over models of its GPU sum over the reference search's, and the
+    models it rests on (models measured with both, same machine)."""
+    g = sessions.groupby(["machine", "model", "cudnn_conv_algo_search"])["gpu_sum_us"].median().unstack()
+    out = {ref: {"ratio": 1.0, "models": int(g[ref].notna().sum()), "max": 1.0}}
+    for a in g.columns:
+        if a != ref:
+            r = (g[a] / g[ref]).dropna()
+            if len(r):
+                out[a] = {"ratio": float(r.median()), "models": int(len(r)), "max": float(r.max())}
+    return out
+
+
 def predict(prep: dict, params: dict, spread: dict, copies: bool) -> dict:
     """Central, p10 and p90 (ms) of one model at idle, and its host and GPU sums (us)."""
-    terms = {"u": 0.0, "clock_ratio": 1.0, "wait_us": 0.0}
-    out = {}
-    for tag, i in (("p10", 0), ("central", None), ("p90", 1)):
-        p = dict(prep)
-        if i is not None:
-            p["h"] = prep["h"] * spread["host_sum_us"][i]
-            p["h2d_us"] = prep["h2d_us"] * spread["before_us"][i]
-        r = tm.timeline_us(p, params, terms, copies)
-        out[tag] = r["total_us"] / 1e3
-    out["host_sum_us"] = float(np.sum(prep["h"]))
-    out["gpu_sum_us"] = float(np.sum(tm.gpu_idle_us(prep, params)))
-    return out
+    r = tm.with_spread(prep, params, {"u": 0.0, "clock_ratio": 1.0, "wait_us": 0.0}, spread, copies)
+    return {**{k: v / 1e3 for k, v in r.items()}, "host_sum_us": float(np.sum(prep["h"])),
+            "gpu_sum_us": float(np.sum(tm.gpu_idle_us(prep, params)))}
 
 
 def main() -> int:
@@ -179,6 +183,7 @@ def main() -> int:
     q = tuple(float(x) for x in cfg["spread_quantiles"])
     dirs = paths.expand_globs(cfg["timeline_dirs"])
     sessions, nodes = read_machines([d for d in dirs if Path(d).is_dir()])
+    algo_ratio = algo_gpu_ratio(sessions, cfg["algo"])
     sessions = sessions[sessions["cudnn_conv_algo_search"] == cfg["algo"]]
     nodes = nodes[nodes["cudnn_conv_algo_search"] == cfg["algo"]]
     models = sorted(sessions["model"].unique())
@@ -211,7 +216,7 @@ def main() -> int:
              "idle_load": idle_load, "idle_clock_mhz": float(base.get("idle_clock_mhz", 0.0)),
              "copies_measured": {"h2d_us_per_byte": lines["h2d"]["us_per_byte"],
                                  "d2h_us_per_byte": lines["d2h"]["us_per_byte"]},
-             "statistic": "median", "cupti_launch_us": launch_cost, "spread": spread,
+             "statistic": "median", "cupti_launch_us": launch_cost, "spread": spread, "algo": cfg["algo"],
              "spread_quantiles": list(q)}
     from inference.predict_model_latency import prepare_record
     preps = {}
@@ -228,6 +233,10 @@ def main() -> int:
                          "overhead_nodes": matched,
                          "copies": lines, "spread": spread, "train_models": train}
     model["fitted"], model["at_bounds"] = [], []
+    model["algo_gpu_ratio"] = algo_ratio
+    if base:  # the load terms are not measured here yet: the fitted model's, named as such
+        model["params"].update({k: base["params"][k] for k in ("alpha", "beta_us", "clock_exp") if k in base["params"]})
+        model["load_params_from"] = str(cfg["baseline_timeline_model"])
     log.info("measured terms: CUPTI %.2f us/launch, GPU overhead %.2f us (%d nodes), c0 %.1f us, h2d %.3g us/B, "
              "d2h %.3g us/B, host spread %s", launch_cost, overhead, matched, model["params"]["c0_us"],
              lines["h2d"]["us_per_byte"], lines["d2h"]["us_per_byte"], spread["host_sum_us"])

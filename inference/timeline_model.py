@@ -106,7 +106,7 @@ def gpu_idle_us(prep: dict, p: dict) -> np.ndarray:
     """GPU time per kernel at idle: the standalone time minus what a standalone run of a kernel that
     does nothing costs (overhead_us), never below `floor` of the standalone time."""
     return np.maximum(prep["dev"] - p["overhead_us"],
-                      np.maximum(prep["floor"] * prep["dev"], prep.get("floor_us", 0.0)))
+                      np.maximum(prep["floor"] * prep["dev"], prep.get("floor_us", 0.0))) * prep.get("gpu_scale", 1.0)
 
 
 def copy_us(table, direction: str, nbytes_: float) -> float:
@@ -182,6 +182,39 @@ def timeline_us(prep: dict, p: dict, terms: dict, copies: bool = True) -> dict:
     end = max(t_host, t_gpu) + d2h
     return {"total_us": p["c0_us"] + end, "host_first": n_first, "gpu_us": float(np.sum(g)), "wait_us": wait * n_first,
             "wait_per_launch_us": wait}
+
+
+def with_options(prep: dict, model: dict, algo: str) -> dict:
+    """The prepared model under a cudnn_conv_algo_search other than the one the kernel times were measured
+    with: GPU time scaled by the measured ratio (benchmark/trace_run.py sessions with both searches)."""
+    ratios = model.get("algo_gpu_ratio") or {}
+    ref = model.get("algo", "EXHAUSTIVE")
+    if algo == ref:
+        return prep
+    if algo not in ratios:
+        raise HaseError(f"cudnn_conv_algo_search {algo} was not measured for this timeline model (have: "
+                        f"{', '.join(sorted(ratios)) or ref}); DEFAULT ran some convs in cuDNN's fallback, "
+                        f"5-90x slower")
+    r = ratios[algo]
+    if r.get("max", 1.0) > 3.0:  # DEFAULT: some models 5-90x, others not: a median would mislead
+        raise HaseError(f"cudnn_conv_algo_search {algo} is not predictable: measured GPU time {r['ratio']:.2g}x "
+                        f"(median) to {r['max']:.2g}x of {ref} on {r['models']} models")
+    return dict(prep, gpu_scale=prep.get("gpu_scale", 1.0) * r["ratio"])
+
+
+def with_spread(prep: dict, p: dict, terms: dict, spread, copies: bool = True) -> dict:
+    """Central, p10 and p90 session.run (us): the timeline with the host dispatch and the copy terms at
+    the measured per-session quantiles (host speed is what varies between fresh sessions). Without a
+    measured spread p10 = p90 = central."""
+    out = {"central": timeline_us(prep, p, terms, copies)["total_us"]}
+    for tag, i in (("p10", 0), ("p90", 1)):
+        q = dict(prep)
+        if spread:
+            q["h"] = prep["h"] * spread["host_sum_us"][i]
+            q["h2d_us"] = prep["h2d_us"] * spread["before_us"][i]
+        out[tag] = timeline_us(q, p, terms, copies)["total_us"]
+    out["p10"], out["p90"] = min(out["p10"], out["central"]), max(out["p90"], out["central"])
+    return out
 
 
 def gpu_stretched(g, p: dict, terms: dict):

@@ -37,7 +37,9 @@ from utils.ort_session import device_slug, provenance, resolve_device  # noqa: E
 
 DEFAULTS = {"device": "auto", "predictor_dir": "", "timeline_model": "", "pin_dims": {}, "seed": 0, "sample_s": 0.5,
             "prometheus": {"url": "", "selector": 'gpu="0"', "lookback_s": 30, "queries": {}}, "top_kernels": 15,
-            "probe": {"max_age_s": 60.0, "idle_probe_us": 0.0, "local_ms": 200.0}}
+            "probe": {"max_age_s": 60.0, "idle_probe_us": 0.0, "local_ms": 200.0},
+            # the session the user will run: ORT's defaults unless told otherwise
+            "cudnn_conv_algo_search": "EXHAUSTIVE", "io_binding": False}
 BG = "bg_"
 WAIT, AGE, TS = "HASE_LAUNCH_WAIT_US", "HASE_LAUNCH_WAIT_AGE_S", "HASE_LAUNCH_WAIT_TIMESTAMP_S"
 DCGM_ONLY = "dcgm-only (beta_us * u)"
@@ -170,8 +172,11 @@ def current_load(cfg: dict, device: str, fields: list, metrics_file=None) -> tup
 def load_timeline_model(cfg: dict, slug: str):
     """(model, path) of the fitted timeline model; (None, path) when there is none."""
     from inference.timeline_model import load
-    path = Path(cfg["timeline_model"]) if cfg["timeline_model"] else \
-        paths.inference_results_dir() / slug / "timeline_model.json"
+    if cfg["timeline_model"]:
+        path = Path(cfg["timeline_model"])
+    else:  # the model with measured terms (fit_measured_timeline.py) first, then evaluator.py --fit's
+        cands = [paths.inference_results_dir() / slug / sub / "timeline_model.json" for sub in ("measured", ".")]
+        path = next((c for c in cands if c.exists()), cands[-1])
     if not path.exists():
         if cfg["timeline_model"]:
             raise HaseError("file not found", path)
@@ -206,31 +211,53 @@ def analyse(model_path: Path, device: str, cfg: dict) -> dict:
     return rec
 
 
-def predict_record(record: dict, predictor, load: dict, model=None) -> dict:
-    """Prediction for an analysed model under one load (schedulers: cache prepare_record instead)."""
+def session_options(cfg: dict) -> dict:
+    """The session options that change latency, validated: {'cudnn_conv_algo_search', 'io_binding'}."""
+    from utils.ort_session import CUDNN_ALGO_SEARCH
+    algo = cfg.get("cudnn_conv_algo_search", "EXHAUSTIVE")
+    if algo not in CUDNN_ALGO_SEARCH:
+        raise HaseError(f"cudnn_conv_algo_search must be one of {', '.join(CUDNN_ALGO_SEARCH)}, not '{algo}'")
+    if not isinstance(cfg.get("io_binding", False), bool):
+        raise HaseError(f"io_binding must be true or false, not '{cfg['io_binding']}'")
+    return {"cudnn_conv_algo_search": algo, "io_binding": bool(cfg.get("io_binding", False))}
+
+
+def predict_record(record: dict, predictor, load: dict, model=None, options=None) -> dict:
+    """Prediction for an analysed model under one load (schedulers: cache prepare_record instead).
+    options: session_options(); io_binding = inputs and outputs already on the GPU (no copies)."""
+    options = options or {"cudnn_conv_algo_search": "EXHAUSTIVE", "io_binding": False}
     from graph_model.dag_critical_path import build_dag, calculate_latency
     from inference import timeline_model as tm
     if model is None:  # no fitted timeline: the plan's first version, Σ in ORT's order
         kernel_ms = predictor.predict_kernels(record["kernels"], load)
         total = calculate_latency(build_dag(record), kernel_ms)
         return {"model": record["model"], "device": record["device"], "total_ms": total, "method": "sum",
+                "p10_ms": total, "p90_ms": total, "spread_source": "none (no timeline model)",
                 "kernel_sum_ms": total, "n_kernels": len(record["kernels"]),
                 "kernels": [{"id": k["id"], "type": k["type"], "predicted_ms": kernel_ms[k["id"]]}
                             for k in record["kernels"]], "unseen_types": predictor.unseen_types(record["kernels"])}
     prep = prepare_record(record, predictor, model)
+    if record["device"] == "cuda":
+        prep = tm.with_options(prep, model, options["cudnn_conv_algo_search"])
+    copies = not options["io_binding"]
     p = model["params"]
     terms = tm.load_terms(load, model["idle_clock_mhz"])
-    res = tm.timeline_us(prep, p, terms)
-    idle = tm.timeline_us(prep, p, tm.load_terms(model["idle_load"], model["idle_clock_mhz"]))
+    res = tm.timeline_us(prep, p, terms, copies)
+    idle = tm.timeline_us(prep, p, tm.load_terms(model["idle_load"], model["idle_clock_mhz"]), copies)
+    spread = tm.with_spread(prep, p, terms, model.get("spread"), copies)
     host = prep["h"] * p["kappa"]
     gpu = tm.gpu_stretched(tm.gpu_idle_us(prep, p), p, terms)
     return {"model": record["model"], "device": record["device"], "total_ms": res["total_us"] / 1e3,
+            "p10_ms": spread["p10"] / 1e3, "p90_ms": spread["p90"] / 1e3,
+            "spread_source": ("measured across fresh sessions (host dispatch and copy terms)" if model.get("spread")
+                              else "none (timeline model without a measured spread)"),
+            "session_options": options,
             "idle_ms": idle["total_us"] / 1e3, "method": "timeline",
             "statistic": model.get("statistic", "median"), "neighbour_busy": terms["u"],
             "launch_wait_used_us": res["wait_per_launch_us"],
             "clock_ratio": terms["clock_ratio"], "kernel_sum_ms": prep["standalone_sum_ms"],
             "host_sum_ms": float(host.sum()) / 1e3, "gpu_sum_ms": float(gpu.sum()) / 1e3,
-            "copy_ms": (prep["h2d_us"] + prep["d2h_us"]) * p["copy_scale"] / 1e3,
+            "copy_ms": (prep["h2d_us"] + prep["d2h_us"]) * p["copy_scale"] / 1e3 if copies else 0.0,
             "launches_on_idle_stream": res["host_first"], "n_kernels": prep["n"],
             "kernels": [{"id": k["id"], "type": k["type"], "predicted_ms": prep["kernel_ms"][k["id"]],
                          "host_us": float(h), "gpu_us": float(g)}
@@ -274,7 +301,8 @@ def format_prediction(res: dict, top: int) -> str:
         ks = sorted(res["kernels"], key=lambda k: -k["predicted_ms"])[:top]
         lines += [f"  {k['id']:32s} {k['predicted_ms']:9.4f} ms" for k in ks]
     else:
-        lines = [f"{res['model']}: predicted session.run = {res['total_ms']:.3f} ms ({res['statistic']}) "
+        lines = [f"{res['model']}: predicted session.run = {res['total_ms']:.3f} ms ({res['statistic']}; "
+                 f"p10-p90 across fresh sessions {res['p10_ms']:.3f}-{res['p90_ms']:.3f} ms) "
                  f"under the current load "
                  f"({res['idle_ms']:.3f} ms at idle; neighbour busy {res['neighbour_busy']:.2f}, "
                  f"clock ratio {res['clock_ratio']:.2f})",
@@ -309,6 +337,7 @@ def main() -> int:
     predictor = load_predictor(pdir)
     check_ep(predictor, device, pdir)
     check_provenance(predictor.manifest.get("metadata", {}), device, log)
+    options = session_options(cfg)
     fields = [f[len(BG):] for f in predictor.load_fields]
     load, src, wait_info, wait_warning = current_load(cfg, device, fields, args.metrics_file)
     if wait_warning:
@@ -319,14 +348,14 @@ def main() -> int:
     t1 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        res = predict_record(record, predictor, load, model)
+        res = predict_record(record, predictor, load, model, options)
     t2 = time.perf_counter()
     for w in caught:
         log.warning("%s", w.message)
     # the first call also loads the tree models into ORT; a scheduler keeps them loaded
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        predict_record(record, predictor, load, model)
+        predict_record(record, predictor, load, model, options)
     if model is None:  # the plain sum has no launches to wait at
         wait_info = {**wait_info, "wait_source": "unused (no timeline model)"}
     res.update({"load": load, "load_source": src, **wait_info, "predict_s": t2 - t1,

@@ -67,12 +67,14 @@ def test_predict_with_metrics_file(home, tmp_path):
     assert "predicted session.run" in p.stdout
     res = json.loads(out.read_text())
     assert res["total_ms"] > 0 and len(res["kernels"]) > 10 and res["load_source"].startswith("file")
+    assert res["p10_ms"] <= res["total_ms"] <= res["p90_ms"]   # every prediction carries its spread
     busy = dict(json.loads(snap.read_text()), CPU_UTIL_PCT=95.0)
     snap.write_text(json.dumps(busy))
     trace = tmp_path / "timeline.json"
     _predict(home, "--metrics-file", str(snap), "--json", str(out), "--trace", str(trace))
     loaded = json.loads(out.read_text())
     assert loaded["method"] == "timeline" and loaded["neighbour_busy"] == pytest.approx(0.95)
+    assert loaded["p10_ms"] <= loaded["total_ms"] <= loaded["p90_ms"]
     # the fitted interference can only slow a model down; its idle estimate ignores the load
     assert loaded["total_ms"] >= res["total_ms"] - 1e-9 and loaded["idle_ms"] == pytest.approx(res["idle_ms"])
     events = json.loads(trace.read_text())["traceEvents"]

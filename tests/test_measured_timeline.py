@@ -121,7 +121,9 @@ def test_nodes_and_host_table():
 def test_missing_column_is_one_line_error(tmp_path):
     d = tmp_path / "machine_x"
     d.mkdir()
-    _sessions().drop(columns=["cupti_wall_us"]).to_csv(d / "trace_sessions.csv.gz", index=False)
+    full = _sessions().assign(gpu_sum_us=100.0)
+    assert not [c for c in fmt.NEED_S if c not in full.columns]
+    full.drop(columns=["cupti_wall_us"]).to_csv(d / "trace_sessions.csv.gz", index=False)
     pd.DataFrame({c: [] for c in fmt.NEED_N}).to_csv(d / "trace_nodes.csv.gz", index=False)
     with pytest.raises(HaseError, match="column 'cupti_wall_us' missing"):
         fmt.read_machines([d])

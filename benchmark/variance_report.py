@@ -265,10 +265,16 @@ def recommendation(s: dict, base: str) -> list:
                             f"(device) vs {ex['within_machine_median_abs_diff_pct']:.2f}% (e2e); between machines "
                             f"{s['device']['between_machine_median_abs_diff_pct']:.2f}% vs "
                             f"{ex['between_machine_median_abs_diff_pct']:.2f}%", "status": "measured"})
-    rec.append({"setting": "pin the inference process/thread to fixed CPU cores (taskset / numactl --cpunodebind "
-                           "--membind), page-locked (pinned) input buffers",
-                "advice": "suggested, not measured: the varying terms are host-side (dispatch, pageable H2D copy); "
-                          "pinning should narrow them but this run did not test it",
+    pin = s.get("pinning")
+    if pin:  # benchmark/run_gpu_pinning.sh: pinned vs unpinned fresh sessions of dispatch-bound models
+        rec.append({"setting": "pin the whole process to one CPU core (taskset -c)",
+                    "advice": "do not: it did not narrow the spread and made sessions slower",
+                    "measured": f"p10-p90 spread across sessions {pin['median_spread_pct']['pinned']:.0f}% pinned vs "
+                                f"{pin['median_spread_pct']['unpinned']:.0f}% unpinned (median of 5 batch-1 models, "
+                                f"8 sessions each); latency x{pin['median_latency_ratio_pinned_over_unpinned']:.2f}",
+                    "status": "measured"})
+    rec.append({"setting": "page-locked (pinned) input buffers, a dedicated set of cores for the dispatch thread",
+                "advice": "suggested, not measured: the varying terms are host-side (dispatch, pageable H2D copy)",
                 "measured": f"host_sum CV {at['median_cv_pct']['host_sum']:.1f}% and h2d CV "
                             f"{at['median_cv_pct']['h2d']:.1f}% vs gpu_sum CV {at['median_cv_pct']['gpu_sum']:.2f}%",
                 "status": "suggested"})
@@ -471,6 +477,9 @@ def main() -> int:
     s, df = build(folders, cfg)
     out = Path(cfg["out"])
     out = out if out.is_absolute() else paths.REPO / out
+    if (out / "pinning" / "summary.json").exists():  # the pinning experiment, when it was run
+        s["pinning"] = json.loads((out / "pinning" / "summary.json").read_text())
+        s["recommendation"] = recommendation(s, cfg["baseline_algo"])
     paths.atomic_write_text(out / "summary.json", json.dumps(_clean(s), indent=1) + "\n")
     paths.atomic_write_text(out / "report.md", report_md(s, cfg["baseline_algo"]))
     plot(df[df.cudnn_conv_algo_search == cfg["baseline_algo"]], cfg["label"], out / "spread.png")

@@ -10,8 +10,10 @@ one place, on the training architectures only:
                   to the first launch of the next), less CUPTI's own cost per launch (cupti_launch_us)
   cupti_launch_us what CUPTI adds per GPU op: (CUPTI-pass wall - plain wall) / GPU ops, in sessions of
                   dispatch-bound models (the GPU idles, so the wall is the host's)
-  GPU time        the kernel predictor's standalone device time less the fixed cost a standalone run pays
-                  (overhead_us = median of predicted standalone - CUPTI GPU time per node)
+  GPU time        per kernel class (op type; Conv split into 3x3-like, 1x1, grouped): a line in GFLOP and
+                  MB through the CUPTI GPU times of the training nodes (gpu_source: cupti_table); or the
+                  kernel predictor's standalone time less the fixed cost a standalone run pays
+                  (gpu_source: predictor; overhead_us = median of predicted standalone - CUPTI per node)
   fixed + copies  before/after ORT's Execute: c0_us + bytes * us_per_byte per direction (least squares
                   over the training models' measured before_us/after_us)
   spread          p10/p90 of each session's host and copy terms over the model's median: a prediction's
@@ -43,7 +45,7 @@ ZOO = ["resnet18", "resnet34", "resnet50", "mobilenet_v2", "vgg11", "densenet121
 DEFAULTS = {"timeline_dirs": ["benchmark/results/nvidia-h200/timeline/machine_*"],
             "records": "ort_analysis/ort_kernel_record/nvidia-h200", "predictor_dir": "",
             "baseline_timeline_model": "inference/results/nvidia-h200/timeline_model.json",
-            "train_archs": ZOO, "algo": "EXHAUSTIVE", "gpu_floor_frac": 0.0,
+            "train_archs": ZOO, "algo": "EXHAUSTIVE", "gpu_floor_frac": 0.0, "gpu_source": "cupti_table",
             "dispatch_bound_idle_frac": 0.5,   # sessions whose GPU idles this share of the span: host-bound
             "spread_quantiles": [0.1, 0.9],
             "out": "inference/results/nvidia-h200/measured", "summary": "inference/results/nvidia-h200/summary.json"}
@@ -128,6 +130,35 @@ def gpu_overhead_us(per_node: pd.DataFrame, preps: dict) -> tuple:
     overhead = float(np.median(dev - gpu))
     tiny = gpu[dev - overhead <= 0]
     return overhead, float(np.median(tiny)) if len(tiny) else 0.0, len(pairs)
+
+
+def gpu_table(per_node: pd.DataFrame, records: dict, min_nodes: int = 3) -> dict:
+    """GPU time lines per kernel class from CUPTI node times: non-negative least squares of
+    a_us + us_per_gflop * GFLOP + us_per_mb * MB on relative error, then scaled by the median measured /
+    line ratio (least squares on relative error aims low). By class, by category, and one global line."""
+    from scipy.optimize import nnls
+    rows = []
+    for m, r in records.items():
+        g = per_node[per_node["model"] == m].set_index("node")["gpu_us"]
+        for k in r["kernels"]:
+            if k["node_name"] in g.index and g[k["node_name"]] > 0:
+                rows.append({"key": tm.gpu_key(k), "category": k.get("category", "other"),
+                             "gflop": (k.get("flops") or 0) / 1e9,
+                             "mb": ((k.get("bytes_read") or 0) + (k.get("bytes_written") or 0)) / 1e6,
+                             "gpu_us": float(g[k["node_name"]])})
+    d = pd.DataFrame(rows)
+    if d.empty:
+        raise HaseError("no training node with a CUPTI GPU time matched its record")
+
+    def line(t):
+        x = np.column_stack([np.ones(len(t)), t["gflop"], t["mb"]])
+        y = t["gpu_us"].to_numpy()
+        c, _ = nnls(x / y[:, None], np.ones(len(t)))
+        return [float(v) for v in c * np.median(y / np.maximum(x @ c, 1e-9))]
+    return {"by_key": {k: line(t) for k, t in d.groupby("key") if len(t) >= min_nodes},
+            "by_category": {k: line(t) for k, t in d.groupby("category") if len(t) >= min_nodes},
+            "default": line(d), "nodes": int(len(d)), "source": "CUPTI kernel times per node",
+            "units": "[a_us, us_per_gflop, us_per_mb]"}
 
 
 def copy_lines(sessions: pd.DataFrame, io: dict) -> dict:
@@ -218,12 +249,18 @@ def main() -> int:
                                  "d2h_us_per_byte": lines["d2h"]["us_per_byte"]},
              "statistic": "median", "cupti_launch_us": launch_cost, "spread": spread, "algo": cfg["algo"],
              "spread_quantiles": list(q)}
+    if cfg["gpu_source"] == "cupti_table":
+        model["gpu_table"] = gpu_table(per_node, {m: records[m] for m in train})
+    elif cfg["gpu_source"] != "predictor":
+        raise HaseError(f"gpu_source must be cupti_table or predictor, not '{cfg['gpu_source']}'")
     from inference.predict_model_latency import prepare_record
     preps = {}
     for m in models:
         preps[m] = prepare_record(records[m], predictor, model)
         preps[m]["node_names"] = [k["node_name"] for k in records[m]["kernels"]]
     overhead, floor_us, matched = gpu_overhead_us(per_node, {m: preps[m] for m in train})
+    if model.get("gpu_table"):  # the table is GPU time itself: nothing to take off
+        overhead, floor_us = 0.0, 0.0
     model["standalone_overhead_us"], model["gpu_floor_us"] = overhead, floor_us
     for m in models:
         preps[m]["floor_us"] = floor_us

@@ -97,6 +97,27 @@ def host_us(record: dict, table: dict) -> np.ndarray:
     return np.array([by_op.get(k["op_type"], by_cat.get(k.get("category"), d)) for k in record["kernels"]])
 
 
+def gpu_key(kernel: dict) -> str:
+    """The GPU-time class of a kernel: its op type, with Conv split by what changes cuDNN's kernels."""
+    if kernel.get("op_type") != "Conv":
+        return kernel.get("op_type", "")
+    a = kernel.get("attributes") or {}
+    if (a.get("group") or 1) > 1:
+        return "Conv/grouped"   # depthwise and grouped: memory-bound, other kernels
+    return "Conv/1x1" if list(a.get("kernel_shape") or []) == [1, 1] else "Conv"
+
+
+def gpu_table_us(record: dict, table: dict) -> np.ndarray:
+    """GPU time per kernel (us) from the CUPTI-measured table: a_us + us_per_gflop * GFLOP + us_per_mb * MB
+    of the kernel's class, else its category's, else the global line."""
+    out = []
+    for k in record["kernels"]:
+        c = table["by_key"].get(gpu_key(k)) or table["by_category"].get(k.get("category")) or table["default"]
+        mb = ((k.get("bytes_read") or 0) + (k.get("bytes_written") or 0)) / 1e6
+        out.append(c[0] + c[1] * (k.get("flops") or 0) / 1e9 + c[2] * mb)
+    return np.array(out, float)
+
+
 def standalone_us(record: dict, kernel_ms: dict) -> np.ndarray:
     """Standalone device-mode (IOBinding) time per kernel in us, from predictions in ms by kernel id."""
     return np.array([float(kernel_ms[k["id"]]) * 1e3 for k in record["kernels"]])
@@ -142,7 +163,8 @@ def prepared(record: dict, kernel_ms: dict, model: dict) -> dict:
     h2d = in_b * cm["h2d_us_per_byte"] if cm else copy_us(bw, "h2d", in_b)
     d2h = out_b * cm["d2h_us_per_byte"] if cm else copy_us(bw, "d2h", out_b)
     return {"h": host_us(record, model["host_table"]), "launch_at_start": model.get("host_semantics") == LAUNCH,
-            "dev": standalone_us(record, kernel_ms), "floor": float(model["gpu_floor_frac"]), "floor_us": float(model.get("gpu_floor_us", 0.0)),
+            # GPU time: the CUPTI table where the model has one (overhead 0), else the standalone kernel times
+            "dev": gpu_table_us(record, model["gpu_table"]) if model.get("gpu_table") else standalone_us(record, kernel_ms), "floor": float(model["gpu_floor_frac"]), "floor_us": float(model.get("gpu_floor_us", 0.0)),
             "on_host": np.array([k.get("ep") == CPU_EP for k in record["kernels"]]),
             "sync": np.array([k.get("op_type") == "MemcpyToHost" for k in record["kernels"]]),
             "h2d_us": h2d, "d2h_us": d2h,

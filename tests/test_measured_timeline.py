@@ -127,3 +127,22 @@ def test_missing_column_is_one_line_error(tmp_path):
     pd.DataFrame({c: [] for c in fmt.NEED_N}).to_csv(d / "trace_nodes.csv.gz", index=False)
     with pytest.raises(HaseError, match="column 'cupti_wall_us' missing"):
         fmt.read_machines([d])
+
+
+def test_gpu_table_from_cupti_node_times():
+    """A class whose nodes lie on a + b*GFLOP + c*MB exactly gets that line back; Conv is split by what
+    changes cuDNN's kernels; an unknown class falls back to its category."""
+    conv = lambda i, g=1, ks=3: {"node_name": f"c{i}", "op_type": "Conv", "category": "conv",  # noqa: E731
+                                 "attributes": {"group": g, "kernel_shape": [ks, ks]},
+                                 "flops": i * 1e9, "bytes_read": 2e6 * i, "bytes_written": 0}
+    kernels = [conv(i) for i in (1, 2, 3, 4)] + [conv(i, g=8) for i in (5, 6, 7)]
+    per = pd.DataFrame({"model": "m", "node": [k["node_name"] for k in kernels],
+                        "gpu_us": [5 + 2 * i + 0.5 * 2 * i for i in (1, 2, 3, 4)] + [10.0 * i for i in (5, 6, 7)]})
+    t = fmt.gpu_table(per, {"m": {"kernels": kernels}})
+    assert set(t["by_key"]) == {"Conv", "Conv/grouped"}
+    a, b, c = t["by_key"]["Conv"]
+    assert [a + b * i + c * 2 * i for i in (1, 2, 3, 4)] == pytest.approx([8, 11, 14, 17], rel=1e-6)
+    assert tm.gpu_key(conv(1, ks=1)) == "Conv/1x1" and tm.gpu_key({"op_type": "Relu"}) == "Relu"
+    got = tm.gpu_table_us({"kernels": [conv(2), dict(conv(9), op_type="ConvTranspose")]}, t)
+    assert got[0] == pytest.approx(11.0, rel=1e-6)
+    assert got[1] == pytest.approx(np.dot(t["by_category"]["conv"], [1, 9, 18]), rel=1e-6)  # category line

@@ -9,6 +9,10 @@ The stressor's duty cycle is synthetic; these are what really shares a GPU in se
   small_infer     batch-1 inference of a small CNN with sleeps; knob -> busy fraction
   memcopy_gaps    memory-bound copies with 2 ms gaps; knob -> buffer size (..512 MiB; CPU ..32 MiB)
   tc_gemm_bursts  bf16 GEMM bursts (tensor cores) in 100 ms periods; knob -> burst fraction
+  slices_<kind>_<len>  kernels of one length (10us, 100us, 1ms, 10ms), compute-bound (fp32 matmul) or
+                  memory-bound (device copy), in bursts; knob -> busy fraction. At equal busy fraction
+                  they differ only in how long each of their kernels holds the GPU: what a launch onto
+                  an idle stream waits for (the interference issue's training neighbours)
 
 On CPU each runs a CPU equivalent (torch/numpy on CPU, one thread), so tests can start and stop
 them. Process machinery (READY handshake, PR_SET_PDEATHSIG, parent watchdog, terminate on exit)
@@ -39,6 +43,11 @@ CORUNNERS = {
     "memcopy_gaps": Corunner("device memory copies with 2 ms gaps", "buffer size = knob * 512 MiB (CPU: 32 MiB)"),
     "tc_gemm_bursts": Corunner("bf16 GEMM bursts", "burst fraction of each 100 ms period"),
 }
+SLICE_US = {"10us": 10.0, "100us": 100.0, "1ms": 1000.0, "10ms": 10000.0}
+for _kind, _what in (("compute", "fp32 matmul"), ("memory", "device-to-device copy")):
+    for _len in SLICE_US:
+        CORUNNERS[f"slices_{_kind}_{_len}"] = Corunner(f"{_what} kernels of about {_len} each, in bursts",
+                                                       "busy fraction")
 
 
 class CorunnerLoad(ManagedLoad):
@@ -180,8 +189,59 @@ def run_tc_gemm_bursts(knob, device, device_id, duration_s):
     duty_cycle(step, knob, 0.1, duration_s)
 
 
+def slice_kernel(torch, dev, kind: str, target_us: float):
+    """(one-kernel callable, its measured time in us): the smallest size whose kernel takes >= target_us
+    (doubling; CPU: numpy-sized torch ops, so tests can run it)."""
+    def make(size):
+        if kind == "compute":
+            n = int(size)
+            a, b = torch.randn(n, n, device=dev), torch.randn(n, n, device=dev)
+            out = torch.empty(n, n, device=dev)
+            return lambda: torch.mm(a, b, out=out)
+        src, dst = torch.empty(int(size), device=dev), torch.empty(int(size), device=dev)
+        return lambda: dst.copy_(src)
+
+    def time_us(fn, reps=20):
+        fn()
+        _sync(torch, dev)
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        _sync(torch, dev)
+        return (time.perf_counter() - t0) / reps * 1e6
+    size = 64 if kind == "compute" else 2**14
+    grow = 2 ** (1 / 3) if kind == "compute" else 2.0   # matmul time ~ n^3
+    while True:
+        fn = make(size)
+        t = time_us(fn)
+        if t >= target_us or size > (2**15 if kind == "compute" else 2**31):
+            return fn, t
+        size = size * grow
+
+
+def run_slices(kind: str, kernel_us: float, knob, device, device_id, duration_s):
+    """Bursts of back-to-back kernels of one length, then an idle gap: busy fraction = knob at any
+    kernel length (a burst lasts >= 1 ms or 2 kernels)."""
+    torch, dev = _torch(device, device_id)
+    fn, t_us = slice_kernel(torch, dev, kind, kernel_us if dev.type == "cuda" else kernel_us / 10)
+    n = max(2, round(1000.0 / t_us))
+    signal_ready()
+    t_end = _deadline(duration_s)
+    while time.monotonic() < t_end:
+        t0 = time.monotonic()
+        for _ in range(n):
+            fn()
+        _sync(torch, dev)
+        busy = time.monotonic() - t0
+        time.sleep(busy * (1.0 - knob) / knob)
+
+
 WORKLOADS = {"cnn_train": run_cnn_train, "small_infer": run_small_infer,
              "memcopy_gaps": run_memcopy_gaps, "tc_gemm_bursts": run_tc_gemm_bursts}
+for _name in CORUNNERS:
+    if _name.startswith("slices_"):
+        _, _kind, _len = _name.split("_")
+        WORKLOADS[_name] = (lambda k, us: lambda *a: run_slices(k, us, *a))(_kind, SLICE_US[_len])
 
 
 def _deadline(duration_s: float) -> float:

@@ -369,7 +369,7 @@ def one_session(model_path: Path, device: str, cfg: dict, idx: int, label: dict,
     node_rows, timeline = [], None
     if not with_cupti:  # CPU EP: the profiled node time is the compute
         row.update({"host_sum_us": sum(ort_us.values()), "gpu_sum_us": 0.0, "kernel_signature": "",
-                    "n_gpu_ops": 0, "cupti_runs_used": 0, "unlaunched_ops": 0})
+                    "n_gpu_ops": 0, "cupti_runs_used": 0, "unlaunched_ops": 0, "profiled_unlaunched_ops": 0})
         for n in nodes:
             node_rows.append({"model": model_path.stem, "session": idx, "node": n, "op": ops_of[n],
                               "kernel_id": label.get(n, ""), "host_us": ort_us[n], "host_ort_us": ort_us[n],

@@ -20,6 +20,11 @@ Each case: model, bs, res, load, predicted, actual, error %. Estimators in every
   sum_ort_kernel_time  Σ ORT profiler _kernel_time as measured (host time on CUDA EP; seeds 000/001)
 Outputs (evaluation/<slug>/ or --out): cases.csv, summary.json, pred_vs_actual.png, error_cdf.png,
 slowdown_heldout.png (predicted vs measured slowdown under held-out neighbours).
+
+The measured label (actual_ms) is, like phase 4's, the median over `label_sessions` fresh sessions
+(default 3; live mode measures them, --from-csv reads collector's) of each session's `actual_stat`;
+cases.csv keeps its spread across sessions beside it: actual_sessions_p10_ms, actual_sessions_p90_ms
+and actual_sessions (empty p10/p90 and 1 session for a models.csv from before label_sessions).
 """
 import json
 import sys
@@ -48,6 +53,7 @@ DEFAULTS = {"device": "auto", "predictor_dir": "", "timeline_model": "", "bandwi
             "train_archs": [], "train_loads": ["stressor-matmul"], "gpu_floor_frac": 0.2,
             "fit_idle": ["c0_us", "kappa", "overhead_us"], "fit_copy": ["copy_scale"], "fit_load": ["alpha", "beta_us"],
             "pin_dims": {}, "seed": 0,
+            "label_sessions": 3,  # live mode: fresh sessions per measured case (>= 1); label = median over them
             "actual_stat": "mean"}  # statistic of the measured session.run times that is predicted: mean | median
 ESTIMATORS = ["hase", "hase_ignore_load", "lookup_table", "sum_standalone", "alpha_sum_beta", "sum_ort_kernel_time"]
 
@@ -100,6 +106,15 @@ def actual_column(cfg: dict, source) -> str:
     return f"latency_e2e_ms_{cfg['actual_stat']}"
 
 
+def session_spread(df: pd.DataFrame, actual: str) -> pd.DataFrame:
+    """actual_sessions_p10_ms / _p90_ms / actual_sessions from a models.csv's session columns (phase 4
+    with label_sessions); a CSV from before them: NaN spread, one session."""
+    nan = pd.Series(np.nan, index=df.index)
+    return df.assign(actual_sessions_p10_ms=df.get(f"{actual}_sessions_p10", nan).astype(float),
+                     actual_sessions_p90_ms=df.get(f"{actual}_sessions_p90", nan).astype(float),
+                     actual_sessions=df.get("label_sessions", pd.Series(1, index=df.index)).fillna(1).astype(int))
+
+
 def read_cases(csv_paths: list, records_dir: Path, device: str, cfg: dict) -> tuple:
     """(cases DataFrame with measurements and load columns, {model: record}, node_times DataFrame)."""
     frames, nts = [], []
@@ -128,6 +143,7 @@ def read_cases(csv_paths: list, records_dir: Path, device: str, cfg: dict) -> tu
     df["model_split"] = np.where(df["arch"].isin(train_archs), "training arch", "held-out arch")
     df["is_train"] = df["arch"].isin(train_archs) & df["load"].isin(cfg["train_loads"])
     df["actual_ms"] = df[actual_column(cfg, csv_paths[0])].astype(float)
+    df = session_spread(df, actual_column(cfg, csv_paths[0]))
     df["actual_device_ms"] = df.get("latency_device_ms_median", np.nan)
     df["sum_ort_kernel_time_ms"] = df.get("ort_kernel_time_sum_ms", np.nan)
     node_times = pd.concat(nts, ignore_index=True) if nts else None
@@ -259,11 +275,12 @@ def live_loads(cfg: dict) -> list:
 def cases_live(targets: list, device: str, cfg: dict, predictor, model) -> pd.DataFrame:
     """Measure each target under each load the way phase 4 measures models (collector.measure_item:
     session, background sample while it is idle, warm-up, timed loop), then predict it."""
-    from benchmark.collector import make_load, measure_item
+    from benchmark.collector import check_label_sessions, make_load, measure_item
     from benchmark.gpu_metrics import make_source
     from benchmark.ort_kernel_runner import profile_node_times
     from inference.predict_model_latency import analyse
     actual = actual_column(cfg, "evaluator config")  # a bad statistic fails before any measurement
+    n_sessions = check_label_sessions(cfg["label_sessions"])
     fields = [f[len(BG):] for f in predictor.load_fields]
     item_cfg = {"runner": {k: cfg[k] for k in ("warmup", "budget_ms", "min_loops", "max_loops")},
                 "modes": ["e2e"], "threads": 0, "device_id": 0, "bg_sample_ms": cfg["bg_sample_s"] * 1e3}
@@ -279,7 +296,7 @@ def cases_live(targets: list, device: str, cfg: dict, predictor, model) -> pd.Da
             src.start()
             try:
                 for t in progress(targets, desc=f"{ld['name']}@{ld['level']:g}", unit="model"):
-                    m = measure_item(t, device, "all", item_cfg, src, fields)
+                    m = measure_item(t, device, "all", item_cfg, src, fields, sessions=n_sessions)
                     if m["status"] != "ok":
                         raise HaseError(f"cannot measure it under {ld['name']}@{ld['level']:g}: {m['error']}", t)
                     nt = profile_node_times(t, device, runs=5, feed=m["_feed"])
@@ -290,6 +307,9 @@ def cases_live(targets: list, device: str, cfg: dict, predictor, model) -> pd.Da
                                  "condition": "idle" if idle else f"{ld['name']}@{ld['level']:g}",
                                  "load": ld["name"], "stress_level": ld["level"], "load_split": split,
                                  "model_split": "live", "is_train": False, "actual_ms": m[actual],
+                                 "actual_sessions_p10_ms": m[f"{actual}_sessions_p10"],
+                                 "actual_sessions_p90_ms": m[f"{actual}_sessions_p90"],
+                                 "actual_sessions": m["label_sessions"],
                                  "sum_ort_kernel_time_ms": nt["kernel_time_sum_us"] / 1e3,
                                  **{BG + f: m[BG + f] for f in fields}})
             finally:
@@ -375,6 +395,8 @@ def main() -> int:
     # evaluator keys live under this script's own defaults; inference/config.yaml is not read here
     cfg = resolve(DEFAULTS, None, args.overrides, args.device)
     log = get_logger("evaluator", args.log_level)
+    from benchmark.collector import check_label_sessions
+    check_label_sessions(cfg["label_sessions"])
     if args.from_csv:
         for path in args.from_csv:  # inputs first: the predictor folder is named after the data's
             if not path.exists():

@@ -9,6 +9,15 @@ of the measurement window [start_ts, end_ts] (<FIELD>, over all modes' loops). O
 (item, level, load), written whole and flushed at once. Whole models (model_zoo/models) go to
 models.csv, with their ORT-profiler node times in node_times.csv.
 
+A whole model's label is measured in `label_sessions` fresh InferenceSessions, one after another
+(each built, warmed up and timed on its own: cuDNN's algorithm choice and the allocator differ
+between sessions). Each latency column of models.csv is the median over sessions of that session's
+statistic (latency_ms: of the per-session e2e median); latency_sessions_p10_ms / _p90_ms are the
+p10 / p90 of the per-session e2e medians, latency_<mode>_ms_<mean|median>_sessions_p10 / _p90 the same
+spread of the other statistics, label_sessions the session count, n_<mode> the timed runs of all
+sessions together. Kernels are measured in one session. An old models.csv without these columns
+gets them (empty) on the next run.
+
 Output: benchmark/results/<device slug>/{kernels.csv, models.csv, node_times.csv,
 resolved_config.json} (under HASE_HOME when set). A rerun skips what is done with status ok, so
 Ctrl-C, kill -9 or --max-minutes lose at most the item in flight. A kernel that fails (OOM,
@@ -29,6 +38,8 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import numpy as np  # noqa: E402
+
 from utils.progress import progress  # noqa: E402
 
 from benchmark.corunners import CORUNNERS, CorunnerLoad  # noqa: E402
@@ -48,7 +59,7 @@ DEFAULTS = {
     "stress_levels": [0, 0.3, 0.6, 0.9], "stressor_mode": "matmul",
     "stressor": {"period_ms": 20, "size": 0}, "loads": [], "settle_s": 3.0,
     "kernel_glob": "*.onnx", "max_kernels": 0, "kernel_opt_level": "disable",
-    "models_glob": "*.onnx", "model_opt_level": "all", "profile_runs": 10, "threads": 0,
+    "models_glob": "*.onnx", "model_opt_level": "all", "label_sessions": 3, "profile_runs": 10, "threads": 0,
     "runner": dict(RUNNER_DEFAULTS), "modes": ["e2e", "device"], "bg_sample_ms": 100,
     "metrics": {"source": "auto", "fields": [], "sample_ms": 20, "gpm_interval_ms": 100,
                 "prometheus": {"url": "http://127.0.0.1:9090", "step_s": 1.0, "timeout_s": 5.0,
@@ -69,6 +80,7 @@ RUN_COLS = ["stress_level", "load", "status", "error"]
 TAIL_COLS = ["start_ts", "end_ts", "gpu_name", "gpu_driver", "ort_version", "device"]
 NODE_COLS = ["model", "stress_level", "load", "node_name", "op_name", "kernel_time_us"]
 STATS = ("mean", "median", "p10", "p90")
+SESSION_STATS = ("mean", "median")   # statistics whose spread across sessions models.csv keeps
 NAN = math.nan
 
 
@@ -185,9 +197,17 @@ def latency_cols(modes) -> list:
     return cols + ["latency_ms"]
 
 
+def session_cols(modes) -> list:
+    """models.csv's columns of the whole-model label across fresh sessions."""
+    cols = ["label_sessions", "latency_sessions_p10_ms", "latency_sessions_p90_ms"]
+    for m in modes:
+        cols += [f"latency_{m}_ms_{s}_sessions_{q}" for s in SESSION_STATS for q in ("p10", "p90")]
+    return cols
+
+
 def columns(kind: str, modes, fields) -> list:
     head = KERNEL_COLS if kind == "kernel" else MODEL_COLS
-    extra = ["ort_kernel_time_sum_ms"] if kind == "model" else []
+    extra = ["ort_kernel_time_sum_ms"] + session_cols(modes) if kind == "model" else []
     return (head + RUN_COLS + latency_cols(modes) + extra + list(fields) + [f"bg_{f}" for f in fields]
             + TAIL_COLS)
 
@@ -219,16 +239,33 @@ def done_keys(path: Path, id_col: str) -> set:
             if r.get("status") == "ok"}
 
 
-class CsvLog:
-    """Append rows to a CSV whose header must match `cols`; each row is flushed at once."""
+def add_columns(path: Path, cols: list) -> None:
+    """Rewrite a CSV under the header `cols` (a superset of its own): the new columns are empty."""
+    rows = read_rows(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, cols, restval="")
+        w.writeheader()
+        w.writerows(rows)
+    tmp.replace(path)
 
-    def __init__(self, path: Path, cols: list):
+
+class CsvLog:
+    """Append rows to a CSV whose header must match `cols`; each row is flushed at once.
+
+    `added`: columns newer than the file may be (models.csv's session columns): a header that is
+    `cols` without them is upgraded in place, its rows keep their values and leave those empty."""
+
+    def __init__(self, path: Path, cols: list, added=()):
         self.path, self.cols = Path(path), cols
         repair_tail(self.path)
         new = not self.path.exists() or self.path.stat().st_size == 0
         if not new:
             with open(self.path, newline="") as f:
                 header = next(csv.reader(f), [])
+            if added and header != cols and header == [c for c in cols if c not in set(added)]:
+                add_columns(self.path, cols)
+                header = cols
             if header != cols:
                 raise HaseError("holds other columns than this run writes (metrics or modes changed); "
                                 "use --set out=NAME or move it", self.path)
@@ -265,50 +302,77 @@ def one_line(e: Exception) -> str:
     return f"{type(e).__name__}: {' '.join(str(e).split())}"[:300]
 
 
-def measure_item(path: Path, device: str, opt_level: str, cfg: dict, source, fields) -> dict:
+def measure_item(path: Path, device: str, opt_level: str, cfg: dict, source, fields, sessions=None) -> dict:
     """Latency stats per mode + window and background metrics; status=failed on a kernel error.
 
     Order: build session -> background sample (item built but idle) -> warm up -> timed loops ->
     window metrics. The background is sampled before the warm-up, not after it, because after
     runs ORT's intra-op threads spin-wait for tens of ms, which CPU-wide metrics would count as
     background load.
+
+    sessions: None = one session (a kernel row); N >= 1 = a whole-model label: N fresh sessions one
+    after another (the previous one released first), each warmed up and timed in every mode; the
+    background is sampled once, with the first session built; each latency column is the median over
+    sessions of the session's statistic, plus the session_cols() spread and label_sessions.
     """
     rc, modes = cfg["runner"], cfg["modes"]
     out = {f"bg_{f}": NAN for f in fields}
     out.update({f: NAN for f in fields})
+    n_sessions = 1 if sessions is None else int(sessions)
+    if n_sessions < 1:
+        raise HaseError(f"label_sessions must be >= 1, got {sessions}")
 
     def failed(e):
         return {**out, "status": "failed", "error": one_line(e), "_feed": None}
 
-    t0 = time.perf_counter()
-    try:
-        sess = make_session(path, device, opt_level, threads=cfg["threads"], device_id=cfg["device_id"])
-        feed = dummy_feed(sess)
-        runners = {m: make_runner(sess, feed, m, cfg["device_id"]) for m in modes}
-    except Exception as e:  # any failure to build this item: a failed row, not a stop
-        return failed(e)
-    t1 = time.perf_counter()
-    # metric errors are not caught: they are configuration errors and stop the run
-    out.update({f"bg_{k}": v for k, v in snapshot(source, cfg["bg_sample_ms"] / 1e3).items()})
-    t2 = time.perf_counter()
-    res = {}
-    try:
-        for fn in runners.values():
-            for _ in range(int(rc["warmup"])):
-                fn()
-        for m, fn in runners.items():
-            res[m] = time_loop(fn, None, rc["budget_ms"], rc["min_loops"], rc["max_loops"])
-    except Exception as e:  # OOM or a runtime error (unsupported op) while running
-        return failed(e)
-    start, end = min(r["start_ts"] for r in res.values()), max(r["end_ts"] for r in res.values())
+    per = {m: [] for m in modes}   # each mode's time_loop result per session
+    t_build = t_bg = t_time = 0.0
+    feed = None
+    for i in range(n_sessions):
+        t0 = time.perf_counter()
+        try:
+            sess = make_session(path, device, opt_level, threads=cfg["threads"], device_id=cfg["device_id"])
+            feed = dummy_feed(sess)
+            runners = {m: make_runner(sess, feed, m, cfg["device_id"]) for m in modes}
+        except Exception as e:  # any failure to build this item: a failed row, not a stop
+            return failed(e)
+        t1 = time.perf_counter()
+        t_build += t1 - t0
+        if i == 0:
+            # metric errors are not caught: they are configuration errors and stop the run
+            out.update({f"bg_{k}": v for k, v in snapshot(source, cfg["bg_sample_ms"] / 1e3).items()})
+        t2 = time.perf_counter()
+        t_bg += t2 - t1
+        try:
+            for fn in runners.values():
+                for _ in range(int(rc["warmup"])):
+                    fn()
+            for m, fn in runners.items():
+                per[m].append(time_loop(fn, None, rc["budget_ms"], rc["min_loops"], rc["max_loops"]))
+        except Exception as e:  # OOM or a runtime error (unsupported op) while running
+            return failed(e)
+        t_time += time.perf_counter() - t2
+        runners = sess = None   # released before the next session is built (its memory, its threads)
+    res = [r for rs in per.values() for r in rs]
+    start, end = min(r["start_ts"] for r in res), max(r["end_ts"] for r in res)
     out.update(source.window(start, end))
-    for m, r in res.items():
-        out.update({f"latency_{m}_ms_{s}": r[f"{s}_ms"] for s in STATS})
-        out[f"n_{m}"] = r["n"]
-    first = "e2e" if "e2e" in res else modes[0]
-    out.update({"latency_ms": res[first]["median_ms"], "start_ts": f"{start:.6f}", "end_ts": f"{end:.6f}",
-                "status": "ok", "error": "", "_feed": feed,
-                "_cost_s": {"build": t1 - t0, "background": t2 - t1, "timing": time.perf_counter() - t2}})
+    for m, rs in per.items():
+        for s in STATS:
+            out[f"latency_{m}_ms_{s}"] = float(np.median([r[f"{s}_ms"] for r in rs]))
+        out[f"n_{m}"] = sum(r["n"] for r in rs)
+        if sessions is not None:
+            for s in SESSION_STATS:
+                vals = [r[f"{s}_ms"] for r in rs]
+                out[f"latency_{m}_ms_{s}_sessions_p10"] = float(np.percentile(vals, 10))
+                out[f"latency_{m}_ms_{s}_sessions_p90"] = float(np.percentile(vals, 90))
+    first = "e2e" if "e2e" in per else modes[0]
+    label = [r["median_ms"] for r in per[first]]
+    out.update({"latency_ms": float(np.median(label)), "start_ts": f"{start:.6f}", "end_ts": f"{end:.6f}",
+                "status": "ok", "error": "", "_feed": feed, "_session_labels_ms": label,
+                "_cost_s": {"build": t_build, "background": t_bg, "timing": t_time}})
+    if sessions is not None:
+        out.update({"label_sessions": n_sessions, "latency_sessions_p10_ms": float(np.percentile(label, 10)),
+                    "latency_sessions_p90_ms": float(np.percentile(label, 90))})
     return out
 
 
@@ -354,6 +418,14 @@ def validate(cfg: dict) -> None:
     for k in ("settle_s", "bg_sample_ms", "max_minutes", "max_kernels", "profile_runs"):
         if not isinstance(cfg[k], (int, float)) or cfg[k] < 0:
             raise HaseError(f"{k} must be a number >= 0")
+    check_label_sessions(cfg["label_sessions"])
+
+
+def check_label_sessions(n) -> int:
+    """label_sessions: a whole number >= 1 (fresh sessions per whole-model label)."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise HaseError(f"label_sessions must be a whole number >= 1, got {n!r}")
+    return n
 
 
 def plan_items(loads, kitems, mitems, kdone: set, mdone: set) -> list:
@@ -376,7 +448,8 @@ def run_item(ctx: SimpleNamespace, kind: str, item, run: dict) -> dict:
         ctx.klog.write({**kernel_features(item), **run, **public(row), **ctx.tail})
         return row
     path, meta = item
-    row = measure_item(path, ctx.device, cfg["model_opt_level"], cfg, ctx.source, ctx.fields)
+    row = measure_item(path, ctx.device, cfg["model_opt_level"], cfg, ctx.source, ctx.fields,
+                       sessions=cfg["label_sessions"])
     row["ort_kernel_time_sum_ms"] = NAN
     if row["status"] == "ok" and cfg["profile_runs"]:
         profile_model(path, ctx.device, cfg, row, run, ctx.nlog)
@@ -443,7 +516,7 @@ def main() -> int:
     lock = lock_dir(out_dir)  # noqa: F841 (held until exit)
     kcols, mcols = columns("kernel", cfg["modes"], fields), columns("model", cfg["modes"], fields)
     kernels_csv, models_csv, nodes_csv = out_dir / KERNELS_CSV, out_dir / MODELS_CSV, out_dir / NODES_CSV
-    klog, mlog = CsvLog(kernels_csv, kcols), CsvLog(models_csv, mcols)
+    klog, mlog = CsvLog(kernels_csv, kcols), CsvLog(models_csv, mcols, added=session_cols(cfg["modes"]))
     models_done = done_keys(models_csv, "model")
     drop_orphan_nodes(nodes_csv, models_done)
     nlog = CsvLog(nodes_csv, NODE_COLS)

@@ -71,7 +71,16 @@ def models_section(m: pd.DataFrame) -> str:
     ok = m[m["status"] == "ok"].copy()
     ok["load_at"] = ok["load"] + "@" + ok["stress_level"].map("{:g}".format)
     t = ok.pivot_table(index="model", columns="load_at", values="latency_e2e_ms_median", aggfunc="median")
-    return section("whole models: session.run median ms per load", t.round(3).to_string())
+    body = t.round(3).to_string()
+    if "latency_sessions_p10_ms" in ok and ok["latency_sessions_p10_ms"].notna().any():
+        # the label's spread across fresh sessions (collector's label_sessions); old rows have none
+        ok["spread"] = (100 * (ok["latency_sessions_p90_ms"] - ok["latency_sessions_p10_ms"])
+                        / ok["latency_ms"]).round(1)
+        s = ok.pivot_table(index="model", columns="load_at", values="spread", aggfunc="median")
+        n = ok["label_sessions"].dropna()
+        body += (f"\nlatency_ms p90 - p10 across fresh sessions, % of latency_ms "
+                 f"({int(n.min())}..{int(n.max())} sessions per row):\n" + s.to_string())
+    return section("whole models: session.run median ms per load", body)
 
 
 def bandwidth_section(res: Path) -> str:

@@ -232,6 +232,45 @@ def median_of(values) -> float:
     return float(statistics.median(vals)) if vals else math.nan
 
 
+def cupti_session(cruns: list, tmpl: dict, nodes: list, ort_us: dict, ops_of: dict, label: dict, model: str,
+                  idx: int, log) -> tuple:
+    """One session's CUPTI-only runs (split_runs) named by its launch template: the session row's
+    CUPTI columns, the node rows, and the used runs with their host intervals and summaries.
+    GPU ops without a launch record (in any run, used or not) are counted in unlaunched_ops and warned
+    about; those of the profiled runs in profiled_unlaunched_ops."""
+    used = [r for r in cruns if assign_owners(r, tmpl)]
+    unlaunched = sum(len(r["unlaunched"]) for r in cruns)
+    if not used:
+        log.warning("%s session %d: no CUPTI-only run had the profiled launch sequence (%d ops); node times "
+                    "from the profiled runs", model, idx, len(tmpl["owners"]))
+    hosts = [node_host_intervals(r, nodes, ort_us) for r in used]
+    gpus = [node_gpu(r, nodes) for r in used]
+    sums = [run_summary(r, nodes, h) for r, h in zip(used, hosts)]
+    row = {}
+    for k in ("wall_us", "host_sum_us", "gpu_sum_us", "gpu_busy_us", "span_us", "gpu_idle_us", "h2d_gpu_us",
+              "d2h_gpu_us", "before_us", "after_us"):
+        row["cupti_" + k if k == "wall_us" else k] = median_of([s[k] for s in sums])
+    row.update({"kernel_signature": kernel_signature(tmpl["names"]), "n_gpu_ops": len(tmpl["names"]),
+                "cupti_runs_used": len(used), "cupti_runs": len(cruns), "unlaunched_ops": unlaunched,
+                "profiled_unlaunched_ops": tmpl.get("unlaunched_ops", 0),
+                "profiled_runs_agreeing": tmpl["runs_agreeing"]})
+    if unlaunched:
+        log.warning("%s session %d: %d GPU ops had no launch record (counted in unlaunched_ops)",
+                    model, idx, unlaunched)
+    node_rows = []
+    for n in nodes:
+        g = [x.get(n) for x in gpus]
+        node_rows.append({"model": model, "session": idx, "node": n, "op": ops_of[n],
+                          "kernel_id": label.get(n, ""),
+                          "host_us": median_of([h[n] for h in hosts]), "host_ort_us": ort_us[n],
+                          "gpu_us": median_of([x["gpu_us"] if x else 0.0 for x in g]) if g else math.nan,
+                          "gpu_idle_before_us": median_of([x["idle_before_us"] if x else 0.0 for x in g]) if g else math.nan,
+                          "launches": sum(1 for o in tmpl["owners"] if o == n),
+                          "kernel_names": "|".join(dict.fromkeys(nm for o, nm in zip(tmpl["owners"], tmpl["names"])
+                                                                if o == n))[:400]})
+    return row, node_rows, used, hosts, sums
+
+
 # ---------------------------------------------------------------- measuring
 
 def sm_clock_mhz(device_id: int) -> float:
@@ -330,7 +369,7 @@ def one_session(model_path: Path, device: str, cfg: dict, idx: int, label: dict,
     node_rows, timeline = [], None
     if not with_cupti:  # CPU EP: the profiled node time is the compute
         row.update({"host_sum_us": sum(ort_us.values()), "gpu_sum_us": 0.0, "kernel_signature": "",
-                    "n_gpu_ops": 0, "cupti_runs_used": 0, "unlaunched_ops": 0})
+                    "n_gpu_ops": 0, "cupti_runs_used": 0, "unlaunched_ops": 0, "profiled_unlaunched_ops": 0})
         for n in nodes:
             node_rows.append({"model": model_path.stem, "session": idx, "node": n, "op": ops_of[n],
                               "kernel_id": label.get(n, ""), "host_us": ort_us[n], "host_ort_us": ort_us[n],
@@ -346,35 +385,10 @@ def one_session(model_path: Path, device: str, cfg: dict, idx: int, label: dict,
     tmpl = launch_template(runs, ops_p)
     # 4. CUPTI-only runs
     kin_c = rename_marker(cupti_pass(e2e, cfg["cupti_runs"], cfg["device_id"]))
-    kc = kineto_events(kin_c, start_ns)
-    cruns = split_runs(kc)
-    used = [r for r in cruns if assign_owners(r, tmpl)]
-    unlaunched = sum(len(r["unlaunched"]) for r in cruns)
-    if not used:
-        log.warning("%s session %d: no CUPTI-only run had the profiled launch sequence (%d ops); node times "
-                    "from the profiled runs", model_path.stem, idx, len(tmpl["owners"]))
-    hosts = [node_host_intervals(r, nodes, ort_us) for r in used]
-    gpus = [node_gpu(r, nodes) for r in used]
-    sums = [run_summary(r, nodes, h) for r, h in zip(used, hosts)]
-    for k in ("wall_us", "host_sum_us", "gpu_sum_us", "gpu_busy_us", "span_us", "gpu_idle_us", "h2d_gpu_us",
-              "d2h_gpu_us", "before_us", "after_us"):
-        row["cupti_" + k if k == "wall_us" else k] = median_of([s[k] for s in sums])
-    row.update({"kernel_signature": kernel_signature(tmpl["names"]), "n_gpu_ops": len(tmpl["names"]),
-                "cupti_runs_used": len(used), "cupti_runs": len(cruns), "unlaunched_ops": unlaunched,
-                "profiled_runs_agreeing": tmpl["runs_agreeing"]})
-    if unlaunched:
-        log.warning("%s session %d: %d GPU ops had no launch record (counted in unlaunched_ops)",
-                    model_path.stem, idx, unlaunched)
-    for n in nodes:
-        g = [x.get(n) for x in gpus]
-        node_rows.append({"model": model_path.stem, "session": idx, "node": n, "op": ops_of[n],
-                          "kernel_id": label.get(n, ""),
-                          "host_us": median_of([h[n] for h in hosts]), "host_ort_us": ort_us[n],
-                          "gpu_us": median_of([x["gpu_us"] if x else 0.0 for x in g]) if g else math.nan,
-                          "gpu_idle_before_us": median_of([x["idle_before_us"] if x else 0.0 for x in g]) if g else math.nan,
-                          "launches": sum(1 for o in tmpl["owners"] if o == n),
-                          "kernel_names": "|".join(dict.fromkeys(nm for o, nm in zip(tmpl["owners"], tmpl["names"])
-                                                                if o == n))[:400]})
+    cruns = split_runs(kineto_events(kin_c, start_ns))
+    upd, node_rows, used, hosts, sums = cupti_session(cruns, tmpl, nodes, ort_us, ops_of, label,
+                                                      model_path.stem, idx, log)
+    row.update(upd)
     if want_trace and used:
         med = sorted(range(len(used)), key=lambda i: sums[i]["wall_us"])[len(used) // 2]
         timeline = measured_timeline(model_path.stem, used[med], nodes, hosts[med], label)

@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -19,6 +20,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import psutil
 import pytest
 
@@ -26,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmark import gpu_metrics  # noqa: E402
-from benchmark.collector import KERNEL_COLS, MODEL_COLS, NODE_COLS, TAIL_COLS  # noqa: E402
+from benchmark.collector import KERNEL_COLS, MODEL_COLS, NODE_COLS, TAIL_COLS, session_cols  # noqa: E402
 from benchmark.corunners import CORUNNERS, start_corunner  # noqa: E402
 from benchmark.gpu_metrics import PSUTIL_FIELDS, PrometheusSource, PsutilSampler, snapshot  # noqa: E402
 from benchmark.ort_kernel_runner import measure, profile_node_times  # noqa: E402
@@ -157,6 +159,94 @@ def test_measure_budget_and_profile(p4_home, p4_kernels):
     assert prof["runs"] == 3 and len(prof["nodes"]) > 5
     assert all(n["kernel_time_us"] > 0 and n["op_name"] for n in prof["nodes"])
     assert prof["kernel_time_sum_us"] <= prof["model_run_us"] * 1.05
+
+
+class NoMetrics:
+    """A metrics source without fields; records the windows measure_item asks for."""
+    fields = ()
+
+    def __init__(self):
+        self.windows = []
+
+    def window(self, t0, t1):
+        self.windows.append((t0, t1))
+        return {}
+
+
+ITEM_CFG = {"runner": {"warmup": 1, "budget_ms": 5, "min_loops": 3, "max_loops": 50},
+            "modes": ["e2e", "device"], "threads": 0, "device_id": 0, "bg_sample_ms": 0}
+
+
+def counting_sessions(monkeypatch):
+    """Every session collector.measure_item builds, kept (so no two share an id)."""
+    from benchmark import collector as col
+    made, real = [], col.make_session
+
+    def counting(*a, **k):
+        made.append(real(*a, **k))
+        return made[-1]
+    monkeypatch.setattr(col, "make_session", counting)
+    return made
+
+
+def test_model_label_over_fresh_sessions(p4_home, p4_kernels, monkeypatch):
+    """A whole model is measured in label_sessions fresh sessions; the label is their median."""
+    from benchmark import collector as col
+    made = counting_sessions(monkeypatch)
+    model = p4_home / "model_zoo" / "models" / "resnet18_bs1_64x64.onnx"
+    row = col.measure_item(model, "cpu", "all", ITEM_CFG, NoMetrics(), [], sessions=3)
+    assert row["status"] == "ok", row["error"]
+    assert len(made) == 3 and len({id(s) for s in made}) == 3
+    labels = row["_session_labels_ms"]
+    assert len(labels) == 3 and row["label_sessions"] == 3
+    assert row["latency_ms"] == statistics.median(labels) == row["latency_e2e_ms_median"]
+    lo, hi = row["latency_sessions_p10_ms"], row["latency_sessions_p90_ms"]
+    assert lo == pytest.approx(np.percentile(labels, 10)) and hi == pytest.approx(np.percentile(labels, 90))
+    assert min(labels) <= lo <= row["latency_ms"] <= hi <= max(labels)
+    assert row["n_e2e"] >= 3 * 3 and row["n_device"] >= 3 * 3
+    assert set(col.session_cols(ITEM_CFG["modes"])) <= set(row)
+    # a kernel: one session, no session columns
+    made.clear()
+    k = col.measure_item(p4_home / "kernel_model" / "kernel_onnx" / p4_kernels[0], "cpu", "disable", ITEM_CFG,
+                         NoMetrics(), [])
+    assert k["status"] == "ok" and len(made) == 1
+    assert not set(col.session_cols(ITEM_CFG["modes"])) & set(k)
+    with pytest.raises(HaseError, match="label_sessions"):
+        col.measure_item(model, "cpu", "all", ITEM_CFG, NoMetrics(), [], sessions=0)
+    for bad in (0, -1, 2.5, True, "3"):
+        with pytest.raises(HaseError, match="label_sessions must be a whole number >= 1"):
+            col.check_label_sessions(bad)
+
+
+def test_session_statistics_exact(p4_home, monkeypatch):
+    """Per-session statistics -> median over sessions and p10/p90 across them, on known numbers."""
+    from benchmark import collector as col
+    made = counting_sessions(monkeypatch)
+    medians = iter([3.0, 1.0, 2.0, 10.0])
+    calls = []
+
+    def fake_loop(fn, loops, budget_ms, min_loops, max_loops):
+        fn()  # the runner of the session just built really runs
+        v = next(medians)
+        calls.append(len(made))
+        k = len(calls)
+        return {"start_ts": 100.0 + k, "end_ts": 100.5 + k, "n": 7, "mean_ms": v + 1, "median_ms": v,
+                "p10_ms": v - 0.5, "p90_ms": v + 2}
+    monkeypatch.setattr(col, "time_loop", fake_loop)
+    src = NoMetrics()
+    model = p4_home / "model_zoo" / "models" / "resnet18_bs1_64x64.onnx"
+    row = col.measure_item(model, "cpu", "all", dict(ITEM_CFG, modes=["e2e"]), src, [], sessions=4)
+    assert row["status"] == "ok" and calls == [1, 2, 3, 4]      # each loop in a session of its own
+    assert row["label_sessions"] == 4 and row["n_e2e"] == 28
+    assert row["latency_ms"] == row["latency_e2e_ms_median"] == 2.5
+    assert row["latency_e2e_ms_mean"] == 3.5 and row["latency_e2e_ms_p10"] == 2.0 and row["latency_e2e_ms_p90"] == 4.5
+    assert row["latency_sessions_p10_ms"] == pytest.approx(1.3)
+    assert row["latency_sessions_p90_ms"] == pytest.approx(7.9)
+    assert row["latency_e2e_ms_median_sessions_p10"] == pytest.approx(1.3)
+    assert row["latency_e2e_ms_mean_sessions_p10"] == pytest.approx(2.3)
+    assert row["latency_e2e_ms_mean_sessions_p90"] == pytest.approx(8.9)
+    assert (row["start_ts"], row["end_ts"]) == ("101.000000", "104.500000")
+    assert src.windows[-1] == (101.0, 104.5)   # the metrics window spans all sessions' loops
 
 
 # ---- stressor and co-runners ---------------------------------------------------------------------
@@ -460,7 +550,11 @@ def test_collection_columns_and_resume_noop(p4_home, p4_kernels):
     run = ["stress_level", "load", "status", "error"]
     met = list(PSUTIL_FIELDS) + [f"bg_{f}" for f in PSUTIL_FIELDS]
     assert header(out / "kernels.csv") == KERNEL_COLS + run + lat + met + TAIL_COLS
-    assert header(out / "models.csv") == MODEL_COLS + run + lat + ["ort_kernel_time_sum_ms"] + met + TAIL_COLS
+    spread = ["label_sessions", "latency_sessions_p10_ms", "latency_sessions_p90_ms"] + [
+        f"latency_{m}_ms_{s}_sessions_{q}"
+        for m in ("e2e", "device") for s in ("mean", "median") for q in ("p10", "p90")]
+    assert session_cols(["e2e", "device"]) == spread
+    assert header(out / "models.csv") == MODEL_COLS + run + lat + ["ort_kernel_time_sum_ms"] + spread + met + TAIL_COLS
     assert header(out / "node_times.csv") == NODE_COLS
     krows = rows(out / "kernels.csv")
     assert len(krows) == 6 and all(r["status"] == "ok" for r in krows)
@@ -478,6 +572,15 @@ def test_collection_columns_and_resume_noop(p4_home, p4_kernels):
     assert {(r["model"], r["batch"], r["height"], r["width"]) for r in mrows} == {("resnet18_bs1_64x64", "1", "64", "64")}
     for m in mrows:
         assert 0 < float(m["ort_kernel_time_sum_ms"]) <= float(m["latency_e2e_ms_p90"]) * 1.5
+        # the label: median over label_sessions (config default 3) fresh sessions, spread beside it
+        assert m["label_sessions"] == "3" and int(m["n_e2e"]) >= 3 * 10 and int(m["n_device"]) >= 3 * 10
+        assert float(m["latency_ms"]) == float(m["latency_e2e_ms_median"]) > 0
+        assert 0 < float(m["latency_sessions_p10_ms"]) <= float(m["latency_ms"]) <= float(m["latency_sessions_p90_ms"])
+        for mode in ("e2e", "device"):
+            for st in ("mean", "median"):
+                lo, hi = (float(m[f"latency_{mode}_ms_{st}_sessions_{q}"]) for q in ("p10", "p90"))
+                assert 0 < lo <= float(m[f"latency_{mode}_ms_{st}"]) <= hi
+    assert all(r.keys().isdisjoint(spread) for r in krows)   # kernels: one session, no session columns
     nrows = rows(out / "node_times.csv")
     assert {(r["model"], float(r["stress_level"])) for r in nrows} == {("resnet18_bs1_64x64", 0.0),
                                                                         ("resnet18_bs1_64x64", 0.5)}
@@ -487,7 +590,8 @@ def test_collection_columns_and_resume_noop(p4_home, p4_kernels):
     # the human-readable report is rewritten after each collection (seed 003)
     report = (out / "profiling_report.txt").read_text()
     for part in ("== configuration", "kernel rows per kernel type", "per type and stress level",
-                 "whole models", "transfer bandwidth", "load calibration", "run-to-run noise"):
+                 "whole models", "across fresh sessions", "transfer bandwidth", "load calibration",
+                 "run-to-run noise"):
         assert part in report, part
     kinds = {r["OpType"] for r in krows}
     assert all(t in report for t in kinds) and "stressor-matmul@0.5" in report
@@ -634,6 +738,8 @@ def test_bad_inputs_one_line(p4_home, tmp_path):
         collector(p4_home, "--device", "cpu", "--set", "stress_levels=[0,1.5]", "--set", "out=bad"))
     assert "'NOPE_METRIC' is not available from source 'psutil'" in one_error_line(
         collector(p4_home, "--device", "cpu", "--set", "metrics.fields=[NOPE_METRIC]", "--set", "out=bad"))
+    assert "label_sessions must be a whole number >= 1, got 0" in one_error_line(
+        collector(p4_home, "--device", "cpu", "--set", "label_sessions=0", "--set", "out=bad"))
     assert "unknown co-runner 'nope'" in one_error_line(
         collector(p4_home, "--device", "cpu", "--set", "loads=[{kind: corunner, name: nope, knob: 0.5}]"))
     url = f"http://127.0.0.1:{free_port()}"
@@ -653,6 +759,20 @@ def test_csv_repair_helpers(tmp_path):
     assert p.read_text() == "a,b\n1,2\n"
     with pytest.raises(HaseError, match="holds other columns"):
         CsvLog(p, ["a", "c"])
+    # a models.csv from before label_sessions gets the session columns (empty), rows kept
+    old = tmp_path / "old_models.csv"
+    old.write_text("model,latency_ms,device\nm1,1.5,cpu\n")
+    added = ["label_sessions", "latency_sessions_p10_ms"]
+    with pytest.raises(HaseError, match="holds other columns"):
+        CsvLog(old, ["model", "latency_ms", "gpu"], added=added)
+    log = CsvLog(old, ["model", "latency_ms", "label_sessions", "latency_sessions_p10_ms", "device"], added=added)
+    log.write({"model": "m2", "latency_ms": 2.0, "label_sessions": 3, "latency_sessions_p10_ms": 1.9, "device": "cpu"})
+    log.close()
+    assert header(old) == ["model", "latency_ms", "label_sessions", "latency_sessions_p10_ms", "device"]
+    assert rows(old) == [{"model": "m1", "latency_ms": "1.5", "label_sessions": "", "latency_sessions_p10_ms": "",
+                          "device": "cpu"},
+                         {"model": "m2", "latency_ms": "2.0", "label_sessions": "3", "latency_sessions_p10_ms": "1.9",
+                          "device": "cpu"}]
     models = tmp_path / "models.csv"
     models.write_text("model,stress_level,load,status\nm1,0.0,s,ok\nm2,0.3,s,failed\n")
     nodes = tmp_path / "node_times.csv"

@@ -39,6 +39,10 @@ def test_pipeline_outputs(home):
     k = pd.read_csv(res / "kernels.csv")
     assert set(k["stress_level"]) == {0.0, 0.6} and (k["status"] == "ok").all()
     assert (k["latency_ms"] > 0).all() and "bg_CPU_UTIL_PCT" in k
+    m = pd.read_csv(res / "models.csv")   # whole-model labels: median over 3 fresh sessions (config default)
+    assert (m["status"] == "ok").all() and (m["label_sessions"] == 3).all()
+    assert (m["latency_sessions_p10_ms"] <= m["latency_ms"]).all()
+    assert (m["latency_ms"] <= m["latency_sessions_p90_ms"]).all()
     man = json.loads((slug_dir(home / "training" / "models") / "manifest.json").read_text())
     assert man["metadata"]["data_sha256"] and man["features"]
     ev = slug_dir(home / "evaluation")
@@ -46,6 +50,10 @@ def test_pipeline_outputs(home):
     assert summary["cases"] > 0 and {"hase", "hase_ignore_load", "sum_standalone", "alpha_sum_beta",
                                      "sum_ort_kernel_time"} <= set(summary["by_condition"])
     assert (ev / "pred_vs_actual.png").exists() and (ev / "error_cdf.png").exists()
+    cases = pd.read_csv(ev / "cases.csv")   # the judged label with its spread across sessions beside it
+    assert (cases["actual_sessions"] == 3).all()
+    assert (cases["actual_sessions_p10_ms"] <= cases["actual_ms"]).all()
+    assert (cases["actual_ms"] <= cases["actual_sessions_p90_ms"]).all()
     assert list((home / "graph_model" / "model_DAG").glob("*.json"))
     # the log holds a progress line per 10% (or 30 s) of each loop, not tqdm's every refresh
     log = (home / "pipeline_stderr.txt").read_text()
@@ -231,10 +239,13 @@ def test_live_evaluation_under_a_corunner(home, tmp_path):
     out = tmp_path / "live"
     run(["evaluator.py", str(model), "--device", "cpu", "--set",
          "loads=[{kind: stressor, level: 0}, {kind: corunner, name: small_infer, knob: 0.5}]",
-         "--set", "budget_ms=200", "--set", "settle_s=0.5", "--out", str(out)], home)
+         "--set", "budget_ms=200", "--set", "settle_s=0.5", "--set", "label_sessions=2", "--out", str(out)], home)
     import pandas as pd
     cases = pd.read_csv(out / "cases.csv")
     assert list(cases["condition"]) == ["idle", "corunner-small_infer@0.5"]
+    assert list(cases["actual_sessions"]) == [2, 2]
+    assert (cases["actual_sessions_p10_ms"] <= cases["actual_ms"]).all()
+    assert (cases["actual_ms"] <= cases["actual_sessions_p90_ms"]).all()
     assert list(cases["load_split"]) == ["idle", "held-out neighbour"]
     assert (cases["actual_ms"] > 0).all() and (cases["hase_ms"] > 0).all()
     summary = json.loads((out / "summary.json").read_text())
@@ -293,6 +304,9 @@ def test_live_evaluation_default_config_on_any_folder(home, tmp_path):
     run(["evaluator.py", str(folder), "--device", "cpu", "--out", str(out)], home)
     cases = pd.read_csv(out / "cases.csv")
     assert sorted(cases["model"]) == ["netA", "netB"] and set(cases["condition"]) == {"idle"}
+    assert (cases["actual_sessions"] == 3).all()          # evaluator's default label_sessions
+    assert (cases["actual_sessions_p10_ms"] <= cases["actual_ms"]).all()
+    assert (cases["actual_ms"] <= cases["actual_sessions_p90_ms"]).all()
     assert (cases["hase_ms"] > 0).all() and (cases["actual_ms"] > 0).all()
     slow = pd.read_csv(out / "slowdowns.csv")
     assert slow.empty and {"model", "condition", "measured", "predicted"} <= set(slow.columns)
@@ -364,6 +378,22 @@ def test_unseen_types_are_per_prediction(home, tmp_path, monkeypatch):
     with pytest.warns(UnknownKernelTypeWarning, match="'Sigmoid'"):  # said again: each prediction's own log
         again = predict_record(analyse(odd, "cpu", DEFAULTS), predictor, load, None)  # the Σ path too
     assert again["unseen_types"] == ["Sigmoid"]
+
+
+def test_session_spread_from_new_and_old_models_csv():
+    """cases' actual_sessions_p10/p90_ms and actual_sessions: from the session columns of the judged
+    statistic; a models.csv from before them (or an upgraded row) loads with NaN spread, 1 session."""
+    import pandas as pd
+    sys.path.insert(0, str(REPO))
+    import evaluator
+    new = pd.DataFrame({"latency_e2e_ms_mean": [2.0, 3.0], "latency_e2e_ms_mean_sessions_p10": [1.8, float("nan")],
+                        "latency_e2e_ms_mean_sessions_p90": [2.4, float("nan")],
+                        "latency_e2e_ms_median_sessions_p10": [9.0, 9.0], "label_sessions": [5, float("nan")]})
+    got = evaluator.session_spread(new, "latency_e2e_ms_mean")
+    assert got["actual_sessions_p10_ms"].iloc[0] == 1.8 and got["actual_sessions_p90_ms"].iloc[0] == 2.4
+    assert list(got["actual_sessions"]) == [5, 1] and got["actual_sessions_p10_ms"].isna().iloc[1]
+    old = evaluator.session_spread(pd.DataFrame({"latency_e2e_ms_median": [2.0]}), "latency_e2e_ms_median")
+    assert list(old["actual_sessions"]) == [1] and old["actual_sessions_p90_ms"].isna().all()
 
 
 def test_pred_vs_actual_draws_hase_on_top_with_the_band(tmp_path):

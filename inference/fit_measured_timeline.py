@@ -46,6 +46,7 @@ DEFAULTS = {"timeline_dirs": ["benchmark/results/nvidia-h200/timeline/machine_*"
             "records": "ort_analysis/ort_kernel_record/nvidia-h200", "predictor_dir": "",
             "baseline_timeline_model": "inference/results/nvidia-h200/timeline_model.json",
             "train_archs": ZOO, "algo": "EXHAUSTIVE", "gpu_floor_frac": 0.0, "gpu_source": "cupti_table",
+            "host_lines": True,  # host per class a + b * GPU time (cupti_table only); false: the op type's median
             "dispatch_bound_idle_frac": 0.5,   # sessions whose GPU idles this share of the span: host-bound
             "spread_quantiles": [0.1, 0.9],
             "out": "inference/results/nvidia-h200/measured", "summary": "inference/results/nvidia-h200/summary.json"}
@@ -130,6 +131,25 @@ def gpu_overhead_us(per_node: pd.DataFrame, preps: dict) -> tuple:
     overhead = float(np.median(dev - gpu))
     tiny = gpu[dev - overhead <= 0]
     return overhead, float(np.median(tiny)) if len(tiny) else 0.0, len(pairs)
+
+
+def host_lines(per_node: pd.DataFrame, records: dict, table: dict, min_nodes: int = 20) -> dict:
+    """Host dispatch per kernel class as a + b * (the class's predicted GPU time), by least squares with
+    a, b >= 0 over the training nodes (b = 0 where the host does not follow the kernel's size)."""
+    from scipy.optimize import nnls
+    rows = []
+    for m, r in records.items():
+        h = per_node[per_node["model"] == m].set_index("node")["host_plain_us"]
+        g = tm.gpu_table_us(r, table)
+        rows += [(tm.gpu_key(k), gi, float(h[k["node_name"]])) for k, gi in zip(r["kernels"], g)
+                 if k["node_name"] in h.index]
+    d = pd.DataFrame(rows, columns=["key", "gpu_us", "host_us"])
+    out = {}
+    for key, t in d.groupby("key"):
+        if len(t) >= min_nodes:
+            c, _ = nnls(np.column_stack([np.ones(len(t)), t["gpu_us"]]), t["host_us"].to_numpy())
+            out[key] = [float(c[0]), float(c[1])]
+    return out
 
 
 def gpu_table(per_node: pd.DataFrame, records: dict, min_nodes: int = 3) -> dict:
@@ -251,6 +271,9 @@ def main() -> int:
              "spread_quantiles": list(q)}
     if cfg["gpu_source"] == "cupti_table":
         model["gpu_table"] = gpu_table(per_node, {m: records[m] for m in train})
+        if cfg["host_lines"]:
+            model["host_table"]["by_key_line"] = host_lines(per_node, {m: records[m] for m in train},
+                                                            model["gpu_table"])
     elif cfg["gpu_source"] != "predictor":
         raise HaseError(f"gpu_source must be cupti_table or predictor, not '{cfg['gpu_source']}'")
     from inference.predict_model_latency import prepare_record

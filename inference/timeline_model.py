@@ -92,9 +92,19 @@ def host_table(node_times, records: dict, stress_col: str = "stress_level") -> d
             "default_us": float(per_node["kernel_time_us"].median()), "n_nodes": int(len(per_node))}
 
 
-def host_us(record: dict, table: dict) -> np.ndarray:
+def host_us(record: dict, table: dict, gpu_us=None) -> np.ndarray:
+    """Host cost per kernel (us): the op type's (else category's, else global) median; with measured
+    lines (`by_key_line`, launch intervals) a + b * the kernel's GPU time for its class: cuDNN picks
+    multi-kernel algorithms for the bigger convs, and each launch costs the host."""
     by_op, by_cat, d = table["by_op_us"], table["by_category_us"], table["default_us"]
-    return np.array([by_op.get(k["op_type"], by_cat.get(k.get("category"), d)) for k in record["kernels"]])
+    base = np.array([by_op.get(k["op_type"], by_cat.get(k.get("category"), d)) for k in record["kernels"]])
+    lines = table.get("by_key_line")
+    if lines and gpu_us is not None:
+        for i, k in enumerate(record["kernels"]):
+            ab = lines.get(gpu_key(k))
+            if ab:
+                base[i] = ab[0] + ab[1] * gpu_us[i]
+    return base
 
 
 def gpu_key(kernel: dict) -> str:
@@ -162,9 +172,11 @@ def prepared(record: dict, kernel_ms: dict, model: dict) -> dict:
     cm = model.get("copies_measured")  # us per byte of session.run's own copies, from measured timelines
     h2d = in_b * cm["h2d_us_per_byte"] if cm else copy_us(bw, "h2d", in_b)
     d2h = out_b * cm["d2h_us_per_byte"] if cm else copy_us(bw, "d2h", out_b)
-    return {"h": host_us(record, model["host_table"]), "launch_at_start": model.get("host_semantics") == LAUNCH,
-            # GPU time: the CUPTI table where the model has one (overhead 0), else the standalone kernel times
-            "dev": gpu_table_us(record, model["gpu_table"]) if model.get("gpu_table") else standalone_us(record, kernel_ms), "floor": float(model["gpu_floor_frac"]), "floor_us": float(model.get("gpu_floor_us", 0.0)),
+    # GPU time: the CUPTI table where the model has one (overhead 0), else the standalone kernel times
+    dev = gpu_table_us(record, model["gpu_table"]) if model.get("gpu_table") else standalone_us(record, kernel_ms)
+    return {"h": host_us(record, model["host_table"], dev if model.get("gpu_table") else None),
+            "launch_at_start": model.get("host_semantics") == LAUNCH, "dev": dev,
+            "floor": float(model["gpu_floor_frac"]), "floor_us": float(model.get("gpu_floor_us", 0.0)),
             "on_host": np.array([k.get("ep") == CPU_EP for k in record["kernels"]]),
             "sync": np.array([k.get("op_type") == "MemcpyToHost" for k in record["kernels"]]),
             "h2d_us": h2d, "d2h_us": d2h,

@@ -146,3 +146,23 @@ def test_gpu_table_from_cupti_node_times():
     got = tm.gpu_table_us({"kernels": [conv(2), dict(conv(9), op_type="ConvTranspose")]}, t)
     assert got[0] == pytest.approx(11.0, rel=1e-6)
     assert got[1] == pytest.approx(np.dot(t["by_category"]["conv"], [1, 9, 18]), rel=1e-6)  # category line
+
+
+def test_host_lines_follow_gpu_time_per_class():
+    """Host = a + b * GPU time per class, a, b >= 0; a class whose host does not grow keeps b = 0; the
+    timeline model uses the line where it has one, else the op type's median."""
+    kernels = [{"node_name": f"c{i}", "op_type": "Conv", "category": "conv", "attributes": {"group": 1,
+                "kernel_shape": [3, 3]}, "flops": i * 1e9, "bytes_read": 0, "bytes_written": 0} for i in range(1, 25)]
+    kernels += [{"node_name": f"r{i}", "op_type": "Relu", "category": "elementwise", "flops": 0,
+                 "bytes_read": i * 1e6, "bytes_written": 0} for i in range(1, 25)]
+    table = {"by_key": {"Conv": [0.0, 10.0, 0.0], "Relu": [0.0, 0.0, 1.0]}, "by_category": {}, "default": [1, 0, 0]}
+    rec = {"kernels": kernels}
+    gpu = tm.gpu_table_us(rec, table)
+    host = [20 + 0.5 * g if k["op_type"] == "Conv" else 7.0 for k, g in zip(kernels, gpu)]
+    per = pd.DataFrame({"model": "m", "node": [k["node_name"] for k in kernels], "host_plain_us": host})
+    lines = fmt.host_lines(per, {"m": rec}, table)
+    assert lines["Conv"] == pytest.approx([20.0, 0.5], abs=1e-6) and lines["Relu"] == pytest.approx([7.0, 0.0], abs=1e-6)
+    ht = {"by_op_us": {"Conv": 99.0, "Relu": 99.0}, "by_category_us": {}, "default_us": 1.0, "by_key_line": lines}
+    got = tm.host_us(rec, ht, gpu)
+    assert got == pytest.approx(host)
+    assert tm.host_us(rec, ht)[0] == 99.0   # without GPU times: the op type's median

@@ -4,35 +4,46 @@
 # metrics and launch-wait probe (calibrate_loads.py), then measured timelines of a few models next to it
 # (trace_run.py, out=load_<name>), and the same models at idle (out=load_idle).
 #   source .device/activate.sh && setsid nohup bash benchmark/run_gpu_slices.sh /tmp/job > /tmp/job.log 2>&1 &
-# Env: KNOB (busy fraction, default 0.5), NEIGHBOURS (names), SESSIONS (default 2).
+# Env: LOADS, MODELS (below), KNOB (busy fraction of the default loads, 0.5), SESSIONS (default 2).
+# Resumes: trace_run skips sessions it has, calibration runs once per job folder.
 set -uo pipefail
 JOB=${1:?job dir}; mkdir -p "$JOB"
 export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1
 source benchmark/gpu_lib.sh
 M=$HASE_HOME/model_zoo/models
+# LOADS: "name:knob ..." (default: the slices neighbours at KNOB); MODELS: "arch:batch ..." at 224 px
 KNOB=${KNOB:-0.5}
-NEIGHBOURS=(${NEIGHBOURS:-slices_compute_10us slices_compute_100us slices_compute_1ms slices_compute_10ms slices_memory_100us slices_memory_1ms})
+LOADS=(${LOADS:-slices_compute_10us:$KNOB slices_compute_100us:$KNOB slices_compute_1ms:$KNOB slices_compute_10ms:$KNOB slices_memory_100us:$KNOB slices_memory_1ms:$KNOB})
+MODELS=(${MODELS:-resnet18:1 mnasnet1_0:1 squeezenet1_1:32 resnet50:16})
 list() { local IFS=,; echo "[$*]"; }
 quiet() { grep -vE "Warning|_warn_once|plugin EP"; }
 TRACE=(python3 benchmark/trace_run.py --device cuda --set warmup=10 --set profiled_runs=3 --set cupti_runs=6
        --set budget_ms=150 --set min_loops=10 --set "sessions=${SESSIONS:-2}" --set trace_sessions=0)
 {
-export_model resnet18 1 224; export_model mnasnet1_0 1 224; export_model squeezenet1_1 32 224; export_model resnet50 16 224
-FILES=$(list $M/resnet18_bs1_224x224.onnx $M/mnasnet1_0_bs1_224x224.onnx $M/squeezenet1_1_bs32_224x224.onnx $M/resnet50_bs16_224x224.onnx)
-echo "stage calibrate"
-python3 benchmark/calibrate_loads.py --device cuda --set "calibration.stressor_levels=[0]" \
-  --set "calibration.stressor_modes=[matmul]" --set calibration.sample_s=2 --set calibration.probe_ms=300 \
-  --set "calibration.corunners={$(for n in "${NEIGHBOURS[@]}"; do printf '%s: [%s], ' "$n" "$KNOB"; done)}" \
-  --set out=slices 2>&1 | grep -E "INFO|error" | quiet
+for mb in "${MODELS[@]}"; do export_model "${mb%%:*}" "${mb##*:}" 224; done
+FILES=$(list $(for mb in "${MODELS[@]}"; do echo "$M/${mb%%:*}_bs${mb##*:}_224x224.onnx"; done))
+if [ ! -e "$JOB/calibrated" ]; then
+  echo "stage calibrate"
+  CR=$(python3 -c "
+import sys, collections
+d = collections.defaultdict(list)
+for a in sys.argv[1:]:
+    n, k = a.split(':'); d[n].append(float(k))
+print('{' + ', '.join(f'{n}: {v}' for n, v in d.items()) + '}')" "${LOADS[@]}")
+  python3 benchmark/calibrate_loads.py --device cuda --set "calibration.stressor_levels=[0]" \
+    --set "calibration.stressor_modes=[matmul]" --set calibration.sample_s=2 --set calibration.probe_ms=300 \
+    --set "calibration.corunners=$CR" --set out=slices 2>&1 | grep -E "INFO|error" | quiet && touch "$JOB/calibrated"
+fi
 echo "stage idle"
 "${TRACE[@]}" --set out=load_idle --set "models=$FILES" 2>&1 | quiet
-for n in "${NEIGHBOURS[@]}"; do
-  echo "stage $n"
-  python3 benchmark/corunners.py --name "$n" --knob "$KNOB" --device cuda --duration 0 > "$JOB/$n.out" 2>&1 &
+for nk in "${LOADS[@]}"; do
+  n=${nk%%:*}; k=${nk##*:}
+  echo "stage $n $k"
+  python3 benchmark/corunners.py --name "$n" --knob "$k" --device cuda --duration 0 > "$JOB/$n.out" 2>&1 &
   CP=$!
   for i in $(seq 60); do grep -q READY "$JOB/$n.out" 2>/dev/null && break; sleep 1; done
   sleep 2
-  "${TRACE[@]}" --set "out=load_$n" --set "models=$FILES" 2>&1 | quiet
+  "${TRACE[@]}" --set "out=load_${n}@${k}" --set "models=$FILES" 2>&1 | quiet
   kill $CP; wait $CP 2>/dev/null
 done
 echo "stage done"
@@ -43,5 +54,12 @@ python3 - "$R/nvidia-h200" "$JOB/slices_sessions.csv" <<'PY'
 import sys, glob, pandas as pd
 fs = sorted(glob.glob(sys.argv[1] + "/load_*/trace_sessions.csv"))
 pd.concat([pd.read_csv(f).assign(load=f.split("/")[-2][5:]) for f in fs]).to_csv(sys.argv[2], index=False)
+PY
+python3 - "$R/nvidia-h200" "$JOB/slices_nodes.csv.gz" <<'PY'
+import sys, glob, pandas as pd
+fs = sorted(glob.glob(sys.argv[1] + "/load_*/trace_nodes.csv"))
+pd.concat([pd.read_csv(f, usecols=["model", "session", "node", "op", "host_us", "gpu_us", "gpu_idle_before_us",
+                                   "launches"]).assign(load=f.split("/")[-2][5:]) for f in fs]).to_csv(
+    sys.argv[2], index=False, float_format="%.4g")
 PY
 touch "$JOB/DONE"

@@ -161,21 +161,25 @@ def gpu_table(per_node: pd.DataFrame, records: dict, min_nodes: int = 3) -> dict
     for m, r in records.items():
         g = per_node[per_node["model"] == m].set_index("node")["gpu_us"]
         for k in r["kernels"]:
-            if k["node_name"] in g.index and g[k["node_name"]] > 0:
+            if k["node_name"] in g.index:
                 rows.append({"key": tm.gpu_key(k), "category": k.get("category", "other"),
                              "gflop": (k.get("flops") or 0) / 1e9,
                              "mb": ((k.get("bytes_read") or 0) + (k.get("bytes_written") or 0)) / 1e6,
                              "gpu_us": float(g[k["node_name"]])})
     d = pd.DataFrame(rows)
-    if d.empty:
+    if d.empty or not (d["gpu_us"] > 0).any():
         raise HaseError("no training node with a CUPTI GPU time matched its record")
+    # classes that mostly launch nothing (Reshape, Flatten, Squeeze: metadata only) cost no GPU time
+    none = {k for k, t in d.groupby("key") if len(t) >= min_nodes and t["gpu_us"].median() == 0}
+    d = d[d["gpu_us"] > 0]
 
     def line(t):
         x = np.column_stack([np.ones(len(t)), t["gflop"], t["mb"]])
         y = t["gpu_us"].to_numpy()
         c, _ = nnls(x / y[:, None], np.ones(len(t)))
         return [float(v) for v in c * np.median(y / np.maximum(x @ c, 1e-9))]
-    return {"by_key": {k: line(t) for k, t in d.groupby("key") if len(t) >= min_nodes},
+    return {"by_key": {**{k: line(t) for k, t in d.groupby("key") if len(t) >= min_nodes},
+                       **{k: [0.0, 0.0, 0.0] for k in none}},
             "by_category": {k: line(t) for k, t in d.groupby("category") if len(t) >= min_nodes},
             "default": line(d), "nodes": int(len(d)), "source": "CUPTI kernel times per node",
             "units": "[a_us, us_per_gflop, us_per_mb]"}
@@ -318,6 +322,11 @@ def main() -> int:
              "pred_device_p90_ms": dev["p90"], "pred_host_sum_us": e2e["host_sum_us"],
              "meas_host_sum_us": float(meas.loc[m, "host_plain_us"]), "pred_gpu_sum_us": e2e["gpu_sum_us"],
              "meas_gpu_sum_us": float(meas.loc[m, "gpu_sum_us"]), "unseen_types": " ".join(preps[m]["unseen_types"])}
+        if model.get("gpu_table"):  # share of the predicted GPU time from a category / global line
+            fb = tm.gpu_table_fallbacks(records[m], model["gpu_table"])
+            g = tm.gpu_idle_us(preps[m], model["params"])
+            r["gpu_fallback_share"] = float(g[fb].sum() / g.sum()) if g.sum() > 0 else 0.0
+            r["gpu_fallback_classes"] = " ".join(sorted({tm.gpu_key(k) for k, f in zip(records[m]["kernels"], fb) if f}))
         r["pred_bound"] = "dispatch" if r["pred_host_sum_us"] > r["pred_gpu_sum_us"] else "gpu"
         r["meas_bound"] = "dispatch" if r["meas_host_sum_us"] > r["meas_gpu_sum_us"] else "gpu"
         if base_prep is not None:
@@ -334,6 +343,9 @@ def main() -> int:
                "label_in_p10_p90_pct": float(((d["e2e_ms"] >= d["pred_e2e_p10_ms"])
                                               & (d["e2e_ms"] <= d["pred_e2e_p90_ms"])).mean() * 100),
                "bound_agrees_pct": float((d["pred_bound"] == d["meas_bound"]).mean() * 100)}
+        if "gpu_fallback_share" in d:
+            out["gpu_fallback_share_max"] = float(d["gpu_fallback_share"].max())
+            out["gpu_fallback_share_median"] = float(d["gpu_fallback_share"].median())
         if "baseline_e2e_ms" in d:
             out["baseline_fitted_timeline_e2e"] = accuracy(d["baseline_e2e_ms"], d["e2e_ms"])
         return out

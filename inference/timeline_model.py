@@ -117,6 +117,11 @@ def gpu_key(kernel: dict) -> str:
     return "Conv/1x1" if list(a.get("kernel_shape") or []) == [1, 1] else "Conv"
 
 
+def gpu_table_fallbacks(record: dict, table: dict) -> np.ndarray:
+    """True per kernel whose class has no line of its own (its category's or the global line is used)."""
+    return np.array([gpu_key(k) not in table["by_key"] for k in record["kernels"]])
+
+
 def gpu_table_us(record: dict, table: dict) -> np.ndarray:
     """GPU time per kernel (us) from the CUPTI-measured table: a_us + us_per_gflop * GFLOP + us_per_mb * MB
     of the kernel's class, else its category's, else the global line."""

@@ -135,11 +135,15 @@ def test_gpu_table_from_cupti_node_times():
     conv = lambda i, g=1, ks=3: {"node_name": f"c{i}", "op_type": "Conv", "category": "conv",  # noqa: E731
                                  "attributes": {"group": g, "kernel_shape": [ks, ks]},
                                  "flops": i * 1e9, "bytes_read": 2e6 * i, "bytes_written": 0}
-    kernels = [conv(i) for i in (1, 2, 3, 4)] + [conv(i, g=8) for i in (5, 6, 7)]
+    reshape = [{"node_name": f"s{i}", "op_type": "Reshape", "category": "copy", "flops": 0, "bytes_read": 8e6,
+                "bytes_written": 8e6} for i in range(3)]
+    kernels = [conv(i) for i in (1, 2, 3, 4)] + [conv(i, g=8) for i in (5, 6, 7)] + reshape
     per = pd.DataFrame({"model": "m", "node": [k["node_name"] for k in kernels],
-                        "gpu_us": [5 + 2 * i + 0.5 * 2 * i for i in (1, 2, 3, 4)] + [10.0 * i for i in (5, 6, 7)]})
+                        "gpu_us": [5 + 2 * i + 0.5 * 2 * i for i in (1, 2, 3, 4)] + [10.0 * i for i in (5, 6, 7)]
+                        + [0.0, 0.0, 3.0]})
     t = fmt.gpu_table(per, {"m": {"kernels": kernels}})
-    assert set(t["by_key"]) == {"Conv", "Conv/grouped"}
+    assert set(t["by_key"]) == {"Conv", "Conv/grouped", "Reshape"}
+    assert t["by_key"]["Reshape"] == [0.0, 0.0, 0.0]   # mostly launches nothing: no GPU time
     a, b, c = t["by_key"]["Conv"]
     assert [a + b * i + c * 2 * i for i in (1, 2, 3, 4)] == pytest.approx([8, 11, 14, 17], rel=1e-6)
     assert tm.gpu_key(conv(1, ks=1)) == "Conv/1x1" and tm.gpu_key({"op_type": "Relu"}) == "Relu"

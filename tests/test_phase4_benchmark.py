@@ -571,7 +571,9 @@ def test_collection_columns_and_resume_noop(p4_home, p4_kernels):
     assert len(mrows) == 2 and all(r["status"] == "ok" for r in mrows)
     assert {(r["model"], r["batch"], r["height"], r["width"]) for r in mrows} == {("resnet18_bs1_64x64", "1", "64", "64")}
     for m in mrows:
-        assert 0 < float(m["ort_kernel_time_sum_ms"]) <= float(m["latency_e2e_ms_p90"]) * 1.5
+        # the profiled Σ node time is in the latency's unit (ms): a us/ms mix-up is 1000x; profiling itself and
+        # the stressor on a loaded 2-core machine can make one profiled run 2-3x the plain runs
+        assert 0 < float(m["ort_kernel_time_sum_ms"]) <= float(m["latency_e2e_ms_p90"]) * 10
         # the label: median over label_sessions (config default 3) fresh sessions, spread beside it
         assert m["label_sessions"] == "3" and int(m["n_e2e"]) >= 3 * 10 and int(m["n_device"]) >= 3 * 10
         assert float(m["latency_ms"]) == float(m["latency_e2e_ms_median"]) > 0

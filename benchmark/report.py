@@ -28,6 +28,7 @@ LAT = "latency_device_ms_median"
 
 
 def _read(path: Path):
+    path = paths.csv_or_gz(path)
     return pd.read_csv(path) if path.exists() else None
 
 
@@ -107,8 +108,8 @@ def calibration_section(res: Path) -> str:
 
 
 def noise_section(res: Path) -> str:
-    runs = {d.name: pd.read_csv(d / "kernels.csv").set_index("Kernel_ID")
-            for d in sorted((res / "noise").glob("*")) if (d / "kernels.csv").exists()}
+    runs = {d.name: pd.read_csv(paths.csv_or_gz(d / "kernels.csv")).set_index("Kernel_ID")
+            for d in sorted((res / "noise").glob("*")) if paths.csv_or_gz(d / "kernels.csv").exists()}
     if len(runs) < 2:
         return section("run-to-run noise", "(fewer than two runs under noise/: not measured)")
     lines = []

@@ -379,7 +379,7 @@ def resolve_paths(cfg: dict) -> tuple:
             raise HaseError("no GPU here to name the data folder: --set device_slug=<slug, e.g. nvidia-h200> "
                             "or --set data_csv=benchmark/results/<slug>/kernels.csv")
         slug = device_slug("cuda" if cfg["device"] == "cuda" else resolve_device(cfg["device"]))
-    return paths.bench_results_dir() / slug / "kernels.csv", slug
+    return paths.csv_or_gz(paths.bench_results_dir() / slug / "kernels.csv"), slug
 
 
 def main() -> int:

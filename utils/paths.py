@@ -92,6 +92,13 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def csv_or_gz(path: Path) -> Path:
+    """The CSV, or its gzipped twin (`name.csv.gz`, how large measured data is committed) when only that exists."""
+    path = Path(path)
+    gz = path.with_name(path.name + ".gz")
+    return gz if not path.exists() and gz.exists() else path
+
+
 def expand_globs(patterns) -> list:
     """Files matching each pattern, in order; a pattern that matches nothing is an error."""
     out = []

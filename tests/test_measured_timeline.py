@@ -170,3 +170,15 @@ def test_host_lines_follow_gpu_time_per_class():
     got = tm.host_us(rec, ht, gpu)
     assert got == pytest.approx(host)
     assert tm.host_us(rec, ht)[0] == 99.0   # without GPU times: the op type's median
+
+
+def test_csv_or_gz_reads_the_committed_twin(tmp_path):
+    """Large measured CSVs are committed gzipped: a reader asked for x.csv gets x.csv.gz when only that exists."""
+    from utils.paths import csv_or_gz
+    plain = tmp_path / "kernels.csv"
+    assert csv_or_gz(plain) == plain                      # neither: the plain name (its reader reports it missing)
+    pd.DataFrame({"a": [1, 2]}).to_csv(tmp_path / "kernels.csv.gz", index=False)
+    assert csv_or_gz(plain) == tmp_path / "kernels.csv.gz"
+    assert pd.read_csv(csv_or_gz(plain))["a"].tolist() == [1, 2]
+    plain.write_text("a\n3\n")
+    assert csv_or_gz(plain) == plain                      # both: the plain file wins

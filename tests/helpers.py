@@ -1,8 +1,11 @@
-"""Shared by the test files: run a Hase script in a fresh process, wait for a real Prometheus."""
+"""Shared by the test files: run a Hase script in a fresh process, start and wait for a real Prometheus,
+build a small residual ONNX model."""
 import os
+import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import requests
 
@@ -29,3 +32,47 @@ def wait_for_series(url: str, query: str, min_value: float = None, timeout_s: fl
             pass
         time.sleep(0.5)
     return False
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_prometheus(workdir: Path, target_port: int, job: str = "hase") -> tuple:
+    """A real Prometheus (binary on PATH) scraping 127.0.0.1:target_port every second as `job`:
+    (process, base url). The caller terminates it."""
+    port = free_port()
+    cfg = Path(workdir) / "prometheus.yml"
+    cfg.write_text(f"global: {{scrape_interval: 1s, evaluation_interval: 1s}}\nscrape_configs:\n  - job_name: {job}\n"
+                   f"    static_configs: [{{targets: ['127.0.0.1:{target_port}']}}]\n")
+    proc = subprocess.Popen(["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={Path(workdir) / 'tsdb'}",
+                             f"--web.listen-address=127.0.0.1:{port}"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def build_residual_model(path: Path, name: str, channels: int, blocks: int, hw: int) -> None:
+    """x -> [Conv -> Relu -> Add(residual)] * blocks -> GlobalAveragePool -> y, seeded weights."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(0)
+    nodes, inits, cur = [], [], "x"
+    for i in range(blocks):
+        w = rng.standard_normal((channels, channels, 3, 3)).astype(np.float32) * 0.1
+        b = rng.standard_normal(channels).astype(np.float32) * 0.1
+        inits += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(b, f"b{i}")]
+        nodes += [helper.make_node("Conv", [cur, f"w{i}", f"b{i}"], [f"c{i}"], pads=[1, 1, 1, 1], name=f"conv{i}"),
+                  helper.make_node("Relu", [f"c{i}"], [f"r{i}"], name=f"relu{i}"),
+                  helper.make_node("Add", [f"r{i}", cur], [f"a{i}"], name=f"add{i}")]
+        cur = f"a{i}"
+    nodes.append(helper.make_node("GlobalAveragePool", [cur], ["y"], name="gap"))
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, hw, hw])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, channels, 1, 1])
+    model = helper.make_model(helper.make_graph(nodes, name, [x], [y], inits),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))

@@ -21,7 +21,8 @@ from inference import timeline_model as tm  # noqa: E402
 from inference.predict_model_latency import AGE, DCGM_ONLY, TS, WAIT, launch_wait  # noqa: E402
 from utils.config import resolve  # noqa: E402
 from utils.errors import HaseError  # noqa: E402
-from test_phase4_benchmark import free_port, gone, one_error_line  # noqa: E402
+from helpers import free_port  # noqa: E402
+from test_phase4_benchmark import gone, one_error_line  # noqa: E402
 
 PY = sys.executable
 

@@ -11,7 +11,6 @@ import math
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -36,7 +35,7 @@ from benchmark.stressor import Stressor  # noqa: E402
 from utils.errors import HaseError  # noqa: E402
 from utils.onnx_io import dummy_feed  # noqa: E402
 from utils.ort_session import make_session  # noqa: E402
-from helpers import wait_for_series  # noqa: E402
+from helpers import free_port, start_prometheus, wait_for_series  # noqa: E402
 
 PY = sys.executable
 FAST = ["--device", "cpu", "--set", "settle_s=0.2", "--set", "runner.budget_ms=20", "--set", "runner.warmup=3",
@@ -106,12 +105,6 @@ def children_of(parent_pid):
         if "--parent-pid" in cmd and cmd[cmd.index("--parent-pid") + 1:][:1] == [str(parent_pid)]:
             out.append(p.info["pid"])
     return out
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def one_error_line(r):
@@ -481,26 +474,15 @@ def test_predictor_load_rejects_bad_values(tmp_path, prometheus_api, busy):
 @pytest.fixture
 def p4_prometheus(tmp_path):
     """A real prometheus scraping a prometheus_client exporter of fixed DCGM-named gauges."""
-    binary = shutil.which("prometheus")
-    if binary is None:
+    if shutil.which("prometheus") is None:
         pytest.skip("prometheus binary not installed (Debian package 'prometheus')")
     from prometheus_client import CollectorRegistry, Gauge, start_http_server
     reg = CollectorRegistry()
     Gauge("DCGM_FI_DEV_GPU_UTIL", "gpu util", ["gpu"], registry=reg).labels(gpu="0").set(42)
     Gauge("DCGM_FI_PROF_SM_ACTIVE", "sm active", ["gpu"], registry=reg).labels(gpu="0").set(0.25)
-    exp_port, prom_port = free_port(), free_port()
+    exp_port = free_port()
     server, _thread = start_http_server(exp_port, addr="127.0.0.1", registry=reg)
-    cfg = tmp_path / "prometheus.yml"
-    cfg.write_text(textwrap.dedent(f"""
-        global: {{scrape_interval: 1s, evaluation_interval: 1s}}
-        scrape_configs:
-          - job_name: dcgm
-            static_configs: [{{targets: ['127.0.0.1:{exp_port}']}}]
-    """))
-    proc = subprocess.Popen([binary, f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                             f"--web.listen-address=127.0.0.1:{prom_port}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{prom_port}"
+    proc, url = start_prometheus(tmp_path, exp_port, job="dcgm")
     try:
         # until two scrapes have landed
         if not wait_for_series(url, "count_over_time(DCGM_FI_DEV_GPU_UTIL[1m])", min_value=2):

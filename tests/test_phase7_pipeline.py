@@ -2,14 +2,13 @@
 metrics file, missing field, and a real Prometheus server scraping the DCGM-format exporter."""
 import json
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from helpers import run_script, wait_for_series
+from helpers import free_port, run_script, start_prometheus, wait_for_series
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -124,12 +123,6 @@ def test_prometheus_down(home):
     assert p.returncode == 2 and "--metrics-file" in p.stderr.strip().splitlines()[-1]
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus binary not installed (.ci/run installs it)")
 def test_prometheus_end_to_end(home, tmp_path):
     """exporter (fixed DCGM/CPU values) <- real Prometheus scrape <- predictor over the HTTP API."""
@@ -137,16 +130,10 @@ def test_prometheus_end_to_end(home, tmp_path):
               "DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.42}
     fixed = tmp_path / "fixed.json"
     fixed.write_text(json.dumps(values))
-    eport, pport = _free_port(), _free_port()
+    eport = free_port()
     exporter = subprocess.Popen([sys.executable, str(REPO / "inference" / "dcgm_exporter.py"), "--fixed", str(fixed),
                                  "--port", str(eport)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    cfg = tmp_path / "prometheus.yml"
-    cfg.write_text(f"global: {{scrape_interval: 1s}}\nscrape_configs:\n  - job_name: hase\n"
-                   f"    static_configs: [{{targets: ['127.0.0.1:{eport}']}}]\n")
-    prom = subprocess.Popen(["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                             f"--web.listen-address=127.0.0.1:{pport}"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{pport}"
+    prom, url = start_prometheus(tmp_path, eport)
     try:
         # two scrapes, so the predictor's 1 s-step subquery over the last seconds surely sees one
         if not wait_for_series(url, "count_over_time(CPU_UTIL_PCT[1m])", min_value=2):
@@ -202,17 +189,11 @@ def test_node_agent_scraped_by_prometheus(home, tmp_path):
     from inference.node_agent import NodeAgent
     fixed = tmp_path / "fixed.json"
     fixed.write_text(json.dumps(CPU_SNAP))
-    eport, pport = _free_port(), _free_port()
-    cfg = tmp_path / "prometheus.yml"
-    cfg.write_text(f"global: {{scrape_interval: 1s}}\nscrape_configs:\n  - job_name: hase\n"
-                   f"    static_configs: [{{targets: ['127.0.0.1:{eport}']}}]\n")
+    eport = free_port()
     # a 0.001 us idle reference makes every probe run a wait > 0, so 'used' is visible in the output
     sets = ["period_s=1", "probe_budget_ms=1", "idle_probe_us=0.001", "warmup=5"]
     with NodeAgent("cpu", eport, sets, fixed=fixed):
-        prom = subprocess.Popen(["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                                 f"--web.listen-address=127.0.0.1:{pport}"], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
-        url = f"http://127.0.0.1:{pport}"
+        prom, url = start_prometheus(tmp_path, eport)
         try:
             if not wait_for_series(url, "count_over_time(hase_launch_wait_us[1m])", min_value=2):
                 pytest.fail("Prometheus never scraped the node agent's probe gauges")

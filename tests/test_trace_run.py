@@ -13,10 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from helpers import build_residual_model
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -32,25 +30,7 @@ FAST = ["--device", "cpu", "--set", "warmup=2", "--set", "profiled_runs=3", "--s
 # ---------------------------------------------------------------- CPU EP, end to end
 
 def build_model(path: Path, channels: int = 8, blocks: int = 2, hw: int = 16) -> None:
-    """x -> [Conv -> Relu -> Add(residual)] * blocks -> GlobalAveragePool -> y."""
-    rng = np.random.default_rng(0)
-    nodes, inits, cur = [], [], "x"
-    for i in range(blocks):
-        w = rng.standard_normal((channels, channels, 3, 3)).astype(np.float32) * 0.1
-        b = rng.standard_normal(channels).astype(np.float32) * 0.1
-        inits += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(b, f"b{i}")]
-        nodes += [helper.make_node("Conv", [cur, f"w{i}", f"b{i}"], [f"c{i}"], pads=[1, 1, 1, 1], name=f"conv{i}"),
-                  helper.make_node("Relu", [f"c{i}"], [f"r{i}"], name=f"relu{i}"),
-                  helper.make_node("Add", [f"r{i}", cur], [f"a{i}"], name=f"add{i}")]
-        cur = f"a{i}"
-    nodes.append(helper.make_node("GlobalAveragePool", [cur], ["y"], name="gap"))
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, hw, hw])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, channels, 1, 1])
-    model = helper.make_model(helper.make_graph(nodes, "trace_run_test", [x], [y], inits),
-                              opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    onnx.save(model, str(path))
+    build_residual_model(path, "trace_run_test", channels, blocks, hw)
 
 
 def trace_run(home: Path, *args):

@@ -58,10 +58,6 @@ DEFAULTS = {"device": "auto", "predictor_dir": "", "timeline_model": "", "bandwi
 ESTIMATORS = ["hase", "hase_ignore_load", "lookup_table", "sum_standalone", "alpha_sum_beta", "sum_ort_kernel_time"]
 
 
-def arch_of(model: str) -> str:
-    return model.split("_bs")[0]
-
-
 def shape_of(model: str) -> tuple:
     try:
         rest = model.split("_bs")[1]
@@ -133,9 +129,9 @@ def read_cases(csv_paths: list, records_dir: Path, device: str, cfg: dict) -> tu
             nts.append(nt)
     df = pd.concat(frames, ignore_index=True)
     records = {m: find_record(records_dir, m, device) for m in sorted(df["model"].unique())}
-    train_archs = set(cfg["train_archs"]) or set(df["model"].map(arch_of))
+    train_archs = set(cfg["train_archs"]) or set(df["model"].map(paths.model_arch))
     idle = (df["stress_level"] == 0) & df["load"].isin(cfg["train_loads"])
-    df["arch"] = df["model"].map(arch_of)
+    df["arch"] = df["model"].map(paths.model_arch)
     df["bs"], df["res"] = zip(*df["model"].map(shape_of))
     df["condition"] = np.where(idle, "idle", df["load"] + "@" + df["stress_level"].map("{:g}".format))
     df["load_split"] = np.where(idle, "idle", np.where(df["load"].isin(cfg["train_loads"]), "training load",
@@ -303,7 +299,7 @@ def cases_live(targets: list, device: str, cfg: dict, predictor, model) -> pd.Da
                     bs, res = shape_of(t.stem)
                     split = "idle" if idle else ("training load" if ld["name"] in cfg["train_loads"]
                                                  else "held-out neighbour")
-                    rows.append({"model": t.stem, "arch": arch_of(t.stem), "bs": bs, "res": res, "session": 0,
+                    rows.append({"model": t.stem, "arch": paths.model_arch(t.stem), "bs": bs, "res": res, "session": 0,
                                  "condition": "idle" if idle else f"{ld['name']}@{ld['level']:g}",
                                  "load": ld["name"], "stress_level": ld["level"], "load_split": split,
                                  "model_split": "live", "is_train": False, "actual_ms": m[actual],

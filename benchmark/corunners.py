@@ -19,6 +19,7 @@ them. Process machinery (READY handshake, PR_SET_PDEATHSIG, parent watchdog, ter
 is stressor.LoadProcess. Knob 0 starts no process.
 """
 import argparse
+import functools
 import os
 import sys
 import time
@@ -44,7 +45,8 @@ CORUNNERS = {
     "tc_gemm_bursts": Corunner("bf16 GEMM bursts", "burst fraction of each 100 ms period"),
 }
 SLICE_US = {"10us": 10.0, "100us": 100.0, "1ms": 1000.0, "10ms": 10000.0}
-for _kind, _what in (("compute", "fp32 matmul"), ("memory", "device-to-device copy")):
+SLICE_KINDS = {"compute": "fp32 matmul", "memory": "device-to-device copy"}
+for _kind, _what in SLICE_KINDS.items():
     for _len in SLICE_US:
         CORUNNERS[f"slices_{_kind}_{_len}"] = Corunner(f"{_what} kernels of about {_len} each, in bursts",
                                                        "busy fraction")
@@ -238,10 +240,8 @@ def run_slices(kind: str, kernel_us: float, knob, device, device_id, duration_s)
 
 WORKLOADS = {"cnn_train": run_cnn_train, "small_infer": run_small_infer,
              "memcopy_gaps": run_memcopy_gaps, "tc_gemm_bursts": run_tc_gemm_bursts}
-for _name in CORUNNERS:
-    if _name.startswith("slices_"):
-        _, _kind, _len = _name.split("_")
-        WORKLOADS[_name] = (lambda k, us: lambda *a: run_slices(k, us, *a))(_kind, SLICE_US[_len])
+WORKLOADS.update({f"slices_{kind}_{name}": functools.partial(run_slices, kind, us)
+                  for kind in SLICE_KINDS for name, us in SLICE_US.items()})
 
 
 def _deadline(duration_s: float) -> float:

@@ -55,10 +55,6 @@ NEED_S = ["model", "session", "cudnn_conv_algo_search", "e2e_median_ms", "device
 NEED_N = ["model", "session", "node", "op", "host_us", "gpu_us", "launches", "cudnn_conv_algo_search"]
 
 
-def arch_of(model: str) -> str:
-    return model.split("_bs")[0]
-
-
 def read_machines(dirs: list) -> tuple:
     """(sessions, nodes) of every machine folder, with a `machine` column."""
     ss, ns = [], []
@@ -179,7 +175,7 @@ def gpu_table(per_node: pd.DataFrame, records: dict, min_nodes: int = 3) -> dict
         c, _ = nnls(x / y[:, None], np.ones(len(t)))
         return [float(v) for v in c * np.median(y / np.maximum(x @ c, 1e-9))]
     return {"by_key": {**{k: line(t) for k, t in d.groupby("key") if len(t) >= min_nodes},
-                       **{k: [0.0, 0.0, 0.0] for k in none}},
+                       **{k: [0.0, 0.0, 0.0] for k in sorted(none)}},
             "by_category": {k: line(t) for k, t in d.groupby("category") if len(t) >= min_nodes},
             "default": line(d), "nodes": int(len(d)), "source": "CUPTI kernel times per node",
             "units": "[a_us, us_per_gflop, us_per_mb]"}
@@ -249,7 +245,7 @@ def main() -> int:
         if not f.exists():
             raise HaseError(f"no CUDA record for {m}", rdir)
         records[m] = load_record(f)
-    train = [m for m in models if arch_of(m) in set(cfg["train_archs"])]
+    train = [m for m in models if paths.model_arch(m) in set(cfg["train_archs"])]
     if not train:
         raise HaseError("no training architecture among the measured models", "train_archs")
     tr_s = sessions[sessions["model"].isin(train)]
@@ -264,11 +260,12 @@ def main() -> int:
     pdir = Path(cfg["predictor_dir"]) if cfg["predictor_dir"] else paths.train_models_dir() / "nvidia-h200"
     predictor = load_predictor(pdir)
     idle_load = {f: 0.0 for f in predictor.load_fields}
-    base = json.loads(Path(cfg["baseline_timeline_model"]).read_text()) if cfg["baseline_timeline_model"] else {}
-    idle_load.update({k: v for k, v in base.get("idle_load", {}).items() if k in idle_load})
+    # the fitted model judged beside this one; its idle load, clock and (unmeasured yet) load terms are reused
+    base = tm.load(Path(cfg["baseline_timeline_model"])) if cfg["baseline_timeline_model"] else None
+    idle_load.update({k: v for k, v in (base or {}).get("idle_load", {}).items() if k in idle_load})
     model = {"host_table": measured_host_table(per_node, {m: records[m] for m in train}),
              "host_semantics": tm.LAUNCH, "gpu_floor_frac": float(cfg["gpu_floor_frac"]), "bandwidth": None,
-             "idle_load": idle_load, "idle_clock_mhz": float(base.get("idle_clock_mhz", 0.0)),
+             "idle_load": idle_load, "idle_clock_mhz": float((base or {}).get("idle_clock_mhz", 0.0)),
              "copies_measured": {"h2d_us_per_byte": lines["h2d"]["us_per_byte"],
                                  "d2h_us_per_byte": lines["d2h"]["us_per_byte"]},
              "statistic": "median", "cupti_launch_us": launch_cost, "spread": spread, "algo": cfg["algo"],
@@ -285,9 +282,10 @@ def main() -> int:
     for m in models:
         preps[m] = prepare_record(records[m], predictor, model)
         preps[m]["node_names"] = [k["node_name"] for k in records[m]["kernels"]]
-    overhead, floor_us, matched = gpu_overhead_us(per_node, {m: preps[m] for m in train})
     if model.get("gpu_table"):  # the table is GPU time itself: nothing to take off
-        overhead, floor_us = 0.0, 0.0
+        overhead, floor_us, matched = 0.0, 0.0, 0
+    else:
+        overhead, floor_us, matched = gpu_overhead_us(per_node, {m: preps[m] for m in train})
     model["standalone_overhead_us"], model["gpu_floor_us"] = overhead, floor_us
     for m in models:
         preps[m]["floor_us"] = floor_us
@@ -309,14 +307,11 @@ def main() -> int:
     lab = labels(sessions, q)
     meas = sessions.assign(host_plain_us=sessions["host_sum_us"] - launch_cost * sessions["n_gpu_ops"]) \
         .groupby("model")[["host_plain_us", "gpu_sum_us"]].median()
-    base_prep = None
-    if base:
-        base_model = tm.load(Path(cfg["baseline_timeline_model"]))
-        base_prep = {m: prepare_record(records[m], predictor, base_model) for m in models}
+    base_prep = {m: prepare_record(records[m], predictor, base) for m in models} if base else None
     rows = []
     for m in models:
         e2e, dev = predict(preps[m], model["params"], spread, True), predict(preps[m], model["params"], spread, False)
-        r = {"model": m, "arch": arch_of(m), "split": "training arch" if m in train else "held-out arch",
+        r = {"model": m, "arch": paths.model_arch(m), "split": "training arch" if m in train else "held-out arch",
              **lab.loc[m].to_dict(), "pred_e2e_ms": e2e["central"], "pred_e2e_p10_ms": e2e["p10"],
              "pred_e2e_p90_ms": e2e["p90"], "pred_device_ms": dev["central"], "pred_device_p10_ms": dev["p10"],
              "pred_device_p90_ms": dev["p90"], "pred_host_sum_us": e2e["host_sum_us"],
@@ -326,12 +321,13 @@ def main() -> int:
             fb = tm.gpu_table_fallbacks(records[m], model["gpu_table"])
             g = tm.gpu_idle_us(preps[m], model["params"])
             r["gpu_fallback_share"] = float(g[fb].sum() / g.sum()) if g.sum() > 0 else 0.0
-            r["gpu_fallback_classes"] = " ".join(sorted({tm.gpu_key(k) for k, f in zip(records[m]["kernels"], fb) if f}))
+            r["gpu_fallback_classes"] = " ".join(sorted({tm.gpu_key(k)
+                                                         for k, f in zip(records[m]["kernels"], fb) if f}))
         r["pred_bound"] = "dispatch" if r["pred_host_sum_us"] > r["pred_gpu_sum_us"] else "gpu"
         r["meas_bound"] = "dispatch" if r["meas_host_sum_us"] > r["meas_gpu_sum_us"] else "gpu"
         if base_prep is not None:
-            r["baseline_e2e_ms"] = tm.predict_ms(base_prep[m], base_model["params"], base_model["idle_load"],
-                                                 base_model.get("idle_clock_mhz", 0.0))
+            r["baseline_e2e_ms"] = tm.predict_ms(base_prep[m], base["params"], base["idle_load"],
+                                                 base.get("idle_clock_mhz", 0.0))
         rows.append(r)
     cases = pd.DataFrame(rows)
 

@@ -213,10 +213,8 @@ def analyse(model_path: Path, device: str, cfg: dict) -> dict:
 
 def session_options(cfg: dict) -> dict:
     """The session options that change latency, validated: {'cudnn_conv_algo_search', 'io_binding'}."""
-    from utils.ort_session import CUDNN_ALGO_SEARCH
-    algo = cfg.get("cudnn_conv_algo_search", "EXHAUSTIVE")
-    if algo not in CUDNN_ALGO_SEARCH:
-        raise HaseError(f"cudnn_conv_algo_search must be one of {', '.join(CUDNN_ALGO_SEARCH)}, not '{algo}'")
+    from utils.ort_session import check_cudnn_algo
+    algo = check_cudnn_algo(cfg.get("cudnn_conv_algo_search", "EXHAUSTIVE"))
     if not isinstance(cfg.get("io_binding", False), bool):
         raise HaseError(f"io_binding must be true or false, not '{cfg['io_binding']}'")
     return {"cudnn_conv_algo_search": algo, "io_binding": bool(cfg.get("io_binding", False))}
@@ -244,7 +242,7 @@ def predict_record(record: dict, predictor, load: dict, model=None, options=None
     terms = tm.load_terms(load, model["idle_clock_mhz"])
     res = tm.timeline_us(prep, p, terms, copies)
     idle = tm.timeline_us(prep, p, tm.load_terms(model["idle_load"], model["idle_clock_mhz"]), copies)
-    spread = tm.with_spread(prep, p, terms, model.get("spread"), copies)
+    spread = tm.with_spread(prep, p, terms, model.get("spread"), copies, central_us=res["total_us"])
     host = prep["h"] * p["kappa"]
     gpu = tm.gpu_stretched(tm.gpu_idle_us(prep, p), p, terms)
     return {"model": record["model"], "device": record["device"], "total_ms": res["total_us"] / 1e3,

@@ -241,16 +241,15 @@ def with_options(prep: dict, model: dict, algo: str) -> dict:
     return dict(prep, gpu_scale=prep.get("gpu_scale", 1.0) * r["ratio"])
 
 
-def with_spread(prep: dict, p: dict, terms: dict, spread, copies: bool = True) -> dict:
+def with_spread(prep: dict, p: dict, terms: dict, spread, copies: bool = True, central_us=None) -> dict:
     """Central, p10 and p90 session.run (us): the timeline with the host dispatch and the copy terms at
     the measured per-session quantiles (host speed is what varies between fresh sessions). Without a
-    measured spread p10 = p90 = central."""
-    out = {"central": timeline_us(prep, p, terms, copies)["total_us"]}
-    for tag, i in (("p10", 0), ("p90", 1)):
-        q = dict(prep)
-        if spread:
-            q["h"] = prep["h"] * spread["host_sum_us"][i]
-            q["h2d_us"] = prep["h2d_us"] * spread["before_us"][i]
+    measured spread p10 = p90 = central. central_us: the central timeline's total when already run."""
+    if central_us is None:
+        central_us = timeline_us(prep, p, terms, copies)["total_us"]
+    out = {"central": central_us, "p10": central_us, "p90": central_us}
+    for tag, i in (("p10", 0), ("p90", 1)) if spread else ():
+        q = dict(prep, h=prep["h"] * spread["host_sum_us"][i], h2d_us=prep["h2d_us"] * spread["before_us"][i])
         out[tag] = timeline_us(q, p, terms, copies)["total_us"]
     out["p10"], out["p90"] = min(out["p10"], out["central"]), max(out["p90"], out["central"])
     return out

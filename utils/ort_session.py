@@ -31,12 +31,17 @@ OPT_LEVELS = {
 CUDNN_ALGO_SEARCH = ("EXHAUSTIVE", "HEURISTIC", "DEFAULT")
 
 
+def check_cudnn_algo(algo: str) -> str:
+    if algo not in CUDNN_ALGO_SEARCH:
+        raise HaseError(f"cudnn_conv_algo_search must be one of {', '.join(CUDNN_ALGO_SEARCH)}, got '{algo}'")
+    return algo
+
+
 def _providers(device: str, device_id: int = 0, cuda_options=None):
     if device == "cuda":
         opts = {"device_id": device_id, **(cuda_options or {})}
-        algo = opts.get("cudnn_conv_algo_search")
-        if algo is not None and algo not in CUDNN_ALGO_SEARCH:
-            raise HaseError(f"cudnn_conv_algo_search must be one of {', '.join(CUDNN_ALGO_SEARCH)}, got '{algo}'")
+        if opts.get("cudnn_conv_algo_search") is not None:
+            check_cudnn_algo(opts["cudnn_conv_algo_search"])
         return [("CUDAExecutionProvider", opts), "CPUExecutionProvider"]
     return ["CPUExecutionProvider"]
 

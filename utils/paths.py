@@ -71,6 +71,11 @@ def model_file(model: str, batch: int, h: int, w: int) -> str:
     return f"{model}_bs{batch}_{h}x{w}.onnx"
 
 
+def model_arch(stem: str) -> str:
+    """The architecture of a model_file stem: 'resnet18_bs16_224x224' -> 'resnet18'."""
+    return stem.split("_bs")[0]
+
+
 def optimized_file(model_path: Path, ep_tag: str) -> Path:
     """ORT-optimized graph written beside the model, one per EP: x.onnx -> x.opt.cuda.onnx."""
     return model_path.with_name(f"{model_path.stem}.opt.{ep_tag}.onnx")

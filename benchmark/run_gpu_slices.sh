@@ -2,7 +2,7 @@
 # GPU job (interference issue): neighbours that differ only in kernel length (10 us .. 10 ms) at one
 # busy fraction, compute- and memory-bound (benchmark/corunners.py slices_*). For each: the load's
 # metrics and launch-wait probe (calibrate_loads.py), then measured timelines of a few models next to it
-# (trace_run.py, out=load_<name>), and the same models at idle (out=load_idle).
+# (trace_run.py, out=load_<name>), and the same models at idle before and after (out=load_idle, load_idle_end).
 #   source .device/activate.sh && setsid nohup bash benchmark/run_gpu_slices.sh /tmp/job > /tmp/job.log 2>&1 &
 # Env: LOADS, MODELS (below), KNOB (busy fraction of the default loads, 0.5), SESSIONS (default 2).
 # Resumes: trace_run skips sessions it has, calibration runs once per job folder.
@@ -46,6 +46,10 @@ for nk in "${LOADS[@]}"; do
   "${TRACE[@]}" --set "out=load_${n}@${k}" --set "models=$FILES" 2>&1 | quiet
   kill $CP; wait $CP 2>/dev/null
 done
+# idle again after the loads: separates "idle" from "measured first on a fresh machine" (host dispatch was
+# slower in the first stage on 2 of 3 machines; the fit pools both into one idle label)
+echo "stage idle_end"
+"${TRACE[@]}" --set out=load_idle_end --set "models=$FILES" 2>&1 | quiet
 echo "stage done"
 } 2>&1 | tee "$JOB/log.txt"
 R=$HASE_HOME/benchmark/results

@@ -29,6 +29,7 @@ from utils import paths  # noqa: E402
 from utils.config import base_parser, from_args  # noqa: E402
 from utils.errors import HaseError, run_main  # noqa: E402
 from utils.logger import get_logger  # noqa: E402
+from utils.tables import read_machine_csv  # noqa: E402
 
 DEFAULTS = {
     "sources": ["benchmark/results/nvidia-h200/timeline/machine_*"],  # machine folders (globs, repo-relative ok)
@@ -53,23 +54,12 @@ TERMS = {"host_sum": "host_sum_us", "gpu_sum": "gpu_sum_us", "h2d": "h2d_gpu_us"
 # ---------------------------------------------------------------- reading
 def read_sessions(folder: Path) -> pd.DataFrame:
     """One machine's sessions with a `machine` column (the folder name); bad file -> one-line HaseError."""
+    df = read_machine_csv(folder, SESSIONS_FILE, REQUIRED, "trace_run session")
     path = Path(folder) / SESSIONS_FILE
-    if not path.exists():
-        raise HaseError(f"{SESSIONS_FILE} missing (not a trace_run machine folder)", folder)
-    try:
-        df = pd.read_csv(path, keep_default_na=False, na_values=[""])
-    except (OSError, EOFError, ValueError, pd.errors.ParserError) as e:
-        raise HaseError(f"not a readable sessions table ({type(e).__name__})", path)
-    missing = [c for c in REQUIRED if c not in df.columns]
-    if missing:
-        raise HaseError(f"missing column '{missing[0]}'", path)
-    if df.empty:
-        raise HaseError("no sessions", path)
     bad = df[pd.to_numeric(df["e2e_median_ms"], errors="coerce").fillna(0) <= 0]
     if len(bad):
         raise HaseError(f"e2e_median_ms not a positive number for {bad['model'].iloc[0]}", path)
     df = df.copy()
-    df["machine"] = Path(folder).name
     df["order"] = range(len(df))        # trace_run appends rows in the order it measures them
     df["fixed_us"] = df["before_us"] + df["after_us"]
     return df

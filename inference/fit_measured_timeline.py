@@ -39,6 +39,7 @@ from utils.config import base_parser, from_args, save_resolved  # noqa: E402
 from utils.errors import HaseError, run_main  # noqa: E402
 from utils.logger import get_logger  # noqa: E402
 from utils.metrics import accuracy  # noqa: E402
+from utils.tables import read_machines as read_tables  # noqa: E402
 
 ZOO = ["resnet18", "resnet34", "resnet50", "mobilenet_v2", "vgg11", "densenet121", "efficientnet_b0", "vit_b_16",
        "mobilenet_v3_small", "regnet_y_400mf", "convnext_tiny", "shufflenet_v2_x1_0"]
@@ -57,21 +58,10 @@ NEED_N = ["model", "session", "node", "op", "host_us", "gpu_us", "launches", "cu
 
 def read_machines(dirs: list) -> tuple:
     """(sessions, nodes) of every machine folder, with a `machine` column."""
-    ss, ns = [], []
-    for d in dirs:
-        d = Path(d)
-        for name, need, out in (("trace_sessions.csv.gz", NEED_S, ss), ("trace_nodes.csv.gz", NEED_N, ns)):
-            f = d / name
-            if not f.exists():
-                raise HaseError(f"{name} missing", d)
-            df = pd.read_csv(f)
-            miss = [c for c in need if c not in df.columns]
-            if miss:
-                raise HaseError(f"column '{miss[0]}' missing", f)
-            out.append(df.assign(machine=d.name))
-    if not ss:
-        raise HaseError("no timeline folders matched", ",".join(map(str, dirs)))
-    return pd.concat(ss, ignore_index=True), pd.concat(ns, ignore_index=True)
+    if not dirs:
+        raise HaseError("no timeline folders matched")
+    return (read_tables(dirs, "trace_sessions.csv.gz", NEED_S, "trace_run session"),
+            read_tables(dirs, "trace_nodes.csv.gz", NEED_N, "trace_run node"))
 
 
 def labels(sessions: pd.DataFrame, q: tuple) -> pd.DataFrame:

@@ -174,8 +174,9 @@ def load_timeline_model(cfg: dict, slug: str):
     from inference.timeline_model import load
     if cfg["timeline_model"]:
         path = Path(cfg["timeline_model"])
-    else:  # the model with measured terms (fit_measured_timeline.py) first, then evaluator.py --fit's
-        cands = [paths.inference_results_dir() / slug / sub / "timeline_model.json" for sub in ("measured", ".")]
+    else:  # measured terms + measured interference (fit_interference.py), measured terms, evaluator.py --fit's
+        cands = [paths.inference_results_dir() / slug / sub / "timeline_model.json"
+                 for sub in ("interference", "measured", ".")]
         path = next((c for c in cands if c.exists()), cands[-1])
     if not path.exists():
         if cfg["timeline_model"]:
@@ -240,11 +241,13 @@ def predict_record(record: dict, predictor, load: dict, model=None, options=None
     copies = not options["io_binding"]
     p = model["params"]
     terms = tm.load_terms(load, model["idle_clock_mhz"])
-    res = tm.timeline_us(prep, p, terms, copies)
-    idle = tm.timeline_us(prep, p, tm.load_terms(model["idle_load"], model["idle_clock_mhz"]), copies)
+    res = tm.predict_us(prep, p, terms, copies)
+    idle = tm.predict_us(prep, p, tm.load_terms(model["idle_load"], model["idle_clock_mhz"]), copies)
     spread = tm.with_spread(prep, p, terms, model.get("spread"), copies, central_us=res["total_us"])
     host = prep["h"] * p["kappa"]
-    gpu = tm.gpu_stretched(tm.gpu_idle_us(prep, p), p, terms)
+    run_share = prep.get("interference") == tm.RUN_SHARE
+    # run-level slicing: the neighbour's cost is one run-level term, the kernels keep their idle GPU time
+    gpu = tm.gpu_idle_us(prep, p) if run_share else tm.gpu_stretched(tm.gpu_idle_us(prep, p), p, terms)
     return {"model": record["model"], "device": record["device"], "total_ms": res["total_us"] / 1e3,
             "p10_ms": spread["p10"] / 1e3, "p90_ms": spread["p90"] / 1e3,
             "spread_source": ("measured across fresh sessions (host dispatch and copy terms)" if model.get("spread")
@@ -252,7 +255,8 @@ def predict_record(record: dict, predictor, load: dict, model=None, options=None
             "session_options": options,
             "idle_ms": idle["total_us"] / 1e3, "method": "timeline",
             "statistic": model.get("statistic", "median"), "neighbour_busy": terms["u"],
-            "launch_wait_used_us": res["wait_per_launch_us"],
+            "launch_wait_used_us": res["wait_per_launch_us"], "interference_model": prep.get("interference"),
+            "interference_ms": res.get("interference_us", 0.0) / 1e3,
             "clock_ratio": terms["clock_ratio"], "kernel_sum_ms": prep["standalone_sum_ms"],
             "host_sum_ms": float(host.sum()) / 1e3, "gpu_sum_ms": float(gpu.sum()) / 1e3,
             "copy_ms": (prep["h2d_us"] + prep["d2h_us"]) * p["copy_scale"] / 1e3 if copies else 0.0,
@@ -268,9 +272,12 @@ def write_trace(record: dict, res: dict, model: dict, path: Path) -> None:
     from graph_model.overlap_simulator import simulate, write_chrome_trace
     ids = [k["id"] for k in record["kernels"]]
     prep, p = res["_prep"], model["params"]
-    params = {"session_overhead_us": max(p["c0_us"], 0.0), "h2d_us_per_byte": 0.0, "d2h_us_per_byte": 0.0,
+    run_share = res.get("interference_model") == "run_share"
+    # run-level slicing: the neighbour's share is drawn as one wait before the run, not per launch
+    params = {"session_overhead_us": max(p["c0_us"], 0.0) + (res["interference_ms"] * 1e3 if run_share else 0.0),
+              "h2d_us_per_byte": 0.0, "d2h_us_per_byte": 0.0,
               "h2d_fixed_us": prep["h2d_us"] * p["copy_scale"], "d2h_fixed_us": prep["d2h_us"] * p["copy_scale"],
-              "launch_wait_us": res.get("launch_wait_used_us", 0.0)}
+              "launch_wait_us": 0.0 if run_share else res.get("launch_wait_used_us", 0.0)}
     sim = simulate(record, dict(zip(ids, res["_host"])), dict(zip(ids, res["_gpu"])), params)
     write_chrome_trace(sim, path)
 
@@ -299,16 +306,21 @@ def format_prediction(res: dict, top: int) -> str:
         ks = sorted(res["kernels"], key=lambda k: -k["predicted_ms"])[:top]
         lines += [f"  {k['id']:32s} {k['predicted_ms']:9.4f} ms" for k in ks]
     else:
+        across = ("runs and fresh sessions" if res.get("interference_model") == "run_share" and res["neighbour_busy"] > 0
+                  else "fresh sessions")
         lines = [f"{res['model']}: predicted session.run = {res['total_ms']:.3f} ms ({res['statistic']}; "
-                 f"p10-p90 across fresh sessions {res['p10_ms']:.3f}-{res['p90_ms']:.3f} ms) "
+                 f"p10-p90 across {across} {res['p10_ms']:.3f}-{res['p90_ms']:.3f} ms) "
                  f"under the current load "
                  f"({res['idle_ms']:.3f} ms at idle; neighbour busy {res['neighbour_busy']:.2f}, "
                  f"clock ratio {res['clock_ratio']:.2f})",
                  f"  {res['n_kernels']} kernels: host dispatch Σ {res['host_sum_ms']:.3f} ms, GPU Σ "
                  f"{res['gpu_sum_ms']:.3f} ms, copies {res['copy_ms']:.3f} ms, "
                  f"{res['launches_on_idle_stream']} launches onto an idle stream",
-                 f"  wait per launch onto an idle stream {res['launch_wait_used_us']:.1f} us "
-                 f"({res.get('wait_source', DCGM_ONLY)})",
+                 (f"  neighbour's share of this run (time slicing) {res['interference_ms']:.3f} ms; probe wait per "
+                  f"launch {res['launch_wait_used_us']:.1f} us ({res.get('wait_source', DCGM_ONLY)})"
+                  if res.get("interference_model") == "run_share" else
+                  f"  wait per launch onto an idle stream {res['launch_wait_used_us']:.1f} us "
+                  f"({res.get('wait_source', DCGM_ONLY)})"),
                  f"  {'kernel':32s} {'host_us':>9s} {'gpu_us':>9s}"]
         ks = sorted(res["kernels"], key=lambda k: -max(k["gpu_us"], k["host_us"]))[:top]
         lines += [f"  {k['id']:32s} {k['host_us']:9.1f} {k['gpu_us']:9.1f}" for k in ks]

@@ -27,6 +27,22 @@ predictor sees before the job starts (never the job's own activity):
     wait  = HASE_LAUNCH_WAIT_US  # instead, when the node agent's launch-wait probe measured it
                                  # (inference/node_agent.py); on CPU EP it is added per kernel
 
+Run-level time slicing (model["interference"] == "run_share", the model with measured terms; measured in
+benchmark/results/nvidia-h200/interference/): the GPU does not interleave two processes' kernels, it hands the
+whole engine to one context for a time slice, and a context keeps it across its own stream's short idle gaps. So
+the neighbour costs a run time in proportion to the run's GPU span S (first launch to last kernel end, host gaps
+included), not to its GPU busy time, and not per launch (a per-launch wait of 16-launch probe / 16 predicted
+resnet18 bs1 next to a training job 3x too slow):
+
+    run = idle timeline + max(W_run, alpha * u * S) + G * (clock_ratio**clock_exp - 1)
+    W_run = the probe's whole-run wait (HASE_LAUNCH_WAIT_US * its 16 launches): what a short run pays to get the
+            GPU back from the neighbour. A run waits for the GPU once or shares it over its span, whichever is
+            longer: next to a training job that never idles (W_run ~ 2 ms, one time slice) a 0.8 ms run pays
+            W_run; a 16 ms run pays alpha*u*S.
+    alpha  fair-share time slicing gives 1 (the run gets the GPU 1/(1+u) of the time it wants it)
+Under a part-time neighbour runs are bimodal (a run is hit or not): the mixture with hit probability u gives
+the p10/p90 (with_spread).
+
 Fitted (a few physical constants, not a lookup), on the training architectures only: C0, kappa and
 overhead_us at idle in IOBinding mode; copy_scale at idle in session.run mode (it maps the copy microbenchmark
 to session.run's own copies); alpha and beta on the training loads (the plan's stressor levels).
@@ -44,6 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 
 from benchmark.bandwidth import transfer_ms  # noqa: E402
+from benchmark.launch_probe import N_LAUNCHES as PROBE_LAUNCHES  # noqa: E402  launches in one probe run
 from graph_model.dag_critical_path import io_bytes  # noqa: E402
 from utils import paths  # noqa: E402
 from utils.errors import HaseError  # noqa: E402
@@ -53,7 +70,9 @@ BUSY, CLOCK = "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_SM_CLOCK"
 CPU_BUSY = "CPU_UTIL_PCT"
 WAIT = "HASE_LAUNCH_WAIT_US"  # measured wait per launch onto an idle stream (us, >= 0)
 CPU_EP = "CPUExecutionProvider"
-LAUNCH = "launch_interval"  # host_semantics of a host table measured from CUDA launch intervals
+LAUNCH = "launch_interval"
+RUN_SHARE = "run_share"  # model["interference"]: run-level time slicing (else the per-launch wait)
+  # host_semantics of a host table measured from CUDA launch intervals
 DEFAULT_PARAMS = {"c0_us": 0.0, "kappa": 1.0, "overhead_us": 0.0, "copy_scale": 1.0, "alpha": 0.0, "beta_us": 0.0,
                   "clock_exp": 0.0}
 INITIAL = {"c0_us": 50.0, "kappa": 1.0, "overhead_us": 20.0, "copy_scale": 1.0, "alpha": 0.5, "beta_us": 20.0,
@@ -185,7 +204,8 @@ def prepared(record: dict, kernel_ms: dict, model: dict) -> dict:
             "on_host": np.array([k.get("ep") == CPU_EP for k in record["kernels"]]),
             "sync": np.array([k.get("op_type") == "MemcpyToHost" for k in record["kernels"]]),
             "h2d_us": h2d, "d2h_us": d2h,
-            "device": record.get("device", "cuda"), "n": len(record["kernels"])}
+            "device": record.get("device", "cuda"), "n": len(record["kernels"]),
+            "interference": model.get("interference", "per_launch")}
 
 
 def timeline_us(prep: dict, p: dict, terms: dict, copies: bool = True) -> dict:
@@ -220,7 +240,28 @@ def timeline_us(prep: dict, p: dict, terms: dict, copies: bool = True) -> dict:
             t_host = t_gpu
     end = max(t_host, t_gpu) + d2h
     return {"total_us": p["c0_us"] + end, "host_first": n_first, "gpu_us": float(np.sum(g)), "wait_us": wait * n_first,
-            "wait_per_launch_us": wait}
+            "wait_per_launch_us": wait, "span_us": end - d2h - h2d, "interference_us": 0.0}
+
+
+def run_share_us(prep: dict, p: dict, terms: dict, copies: bool = True) -> dict:
+    """Timeline under load with run-level time slicing (module docstring): the idle timeline of the run plus
+    max(W_run, alpha * u * S) plus the clock term on its GPU time; pure."""
+    idle = timeline_us(prep, p, {"u": 0.0, "clock_ratio": 1.0, "wait_us": 0.0}, copies)
+    if prep["device"] == "cpu":
+        return timeline_us(prep, p, terms, copies)
+    w_run = (terms.get("wait_us") or 0.0) * PROBE_LAUNCHES
+    share = p["alpha"] * terms["u"] * idle["span_us"]
+    clock = idle["gpu_us"] * (terms["clock_ratio"] ** p["clock_exp"] - 1.0)
+    extra = max(w_run, share) + clock
+    return dict(idle, total_us=idle["total_us"] + extra, interference_us=extra, wait_us=w_run if w_run >= share else 0.0,
+                wait_per_launch_us=terms.get("wait_us") or 0.0, gpu_us=idle["gpu_us"] + clock, u=terms["u"])
+
+
+def predict_us(prep: dict, p: dict, terms: dict, copies: bool = True) -> dict:
+    """The model's own timeline under load: run-level slicing or the per-launch wait (prep['interference'])."""
+    if prep.get("interference") == RUN_SHARE:
+        return run_share_us(prep, p, terms, copies)
+    return timeline_us(prep, p, terms, copies)
 
 
 def with_options(prep: dict, model: dict, algo: str) -> dict:
@@ -244,13 +285,25 @@ def with_options(prep: dict, model: dict, algo: str) -> dict:
 def with_spread(prep: dict, p: dict, terms: dict, spread, copies: bool = True, central_us=None) -> dict:
     """Central, p10 and p90 session.run (us): the timeline with the host dispatch and the copy terms at
     the measured per-session quantiles (host speed is what varies between fresh sessions). Without a
-    measured spread p10 = p90 = central. central_us: the central timeline's total when already run."""
+    measured spread p10 = p90 = central. central_us: the central timeline's total when already run.
+    Run-level slicing under a part-time neighbour: runs are a mixture, a share u of them hit by the
+    neighbour (extra E / u each, mean extra E), the rest not; p10 is an unhit run unless u >= 0.9, p90 a hit
+    one unless u <= 0.1."""
+    run_share = prep.get("interference") == RUN_SHARE and prep["device"] != "cpu"
+    central = predict_us(prep, p, terms, copies) if central_us is None or run_share else None
     if central_us is None:
-        central_us = timeline_us(prep, p, terms, copies)["total_us"]
+        central_us = central["total_us"]
     out = {"central": central_us, "p10": central_us, "p90": central_us}
+    extra, u = (central["interference_us"], terms["u"]) if run_share else (0.0, 0.0)
+    hit10 = extra if u >= 0.9 else 0.0
+    hit90 = extra / u if u > 0.1 else extra
+    if run_share:  # the mixture around the central host speed, also without a measured spread
+        out["p10"], out["p90"] = central_us - extra + hit10, central_us - extra + hit90
     for tag, i in (("p10", 0), ("p90", 1)) if spread else ():
         q = dict(prep, h=prep["h"] * spread["host_sum_us"][i], h2d_us=prep["h2d_us"] * spread["before_us"][i])
-        out[tag] = timeline_us(q, p, terms, copies)["total_us"]
+        r = predict_us(q, p, terms, copies)
+        out[tag] = r["total_us"] - r["interference_us"] + (hit10 if tag == "p10" else hit90) * (
+            r["interference_us"] / extra if extra > 0 else 0.0)
     out["p10"], out["p90"] = min(out["p10"], out["central"]), max(out["p90"], out["central"])
     return out
 
@@ -261,7 +314,7 @@ def gpu_stretched(g, p: dict, terms: dict):
 
 
 def predict_ms(prep: dict, params: dict, load: dict, idle_clock_mhz: float, copies: bool = True) -> float:
-    return timeline_us(prep, params, load_terms(load, idle_clock_mhz), copies)["total_us"] / 1e3
+    return predict_us(prep, params, load_terms(load, idle_clock_mhz), copies)["total_us"] / 1e3
 
 
 # ---- fitting ---------------------------------------------------------------------------------
@@ -275,7 +328,7 @@ def fit_params(cases: list, idle_clock_mhz: float, free: tuple, start: dict, cop
     def resid(x):
         p = dict(start)
         p.update({k: v * SCALE[k] for k, v in zip(free, x)})
-        return np.array([timeline_us(prep, p, t, copies)["total_us"] / 1e3 / y - 1.0
+        return np.array([predict_us(prep, p, t, copies)["total_us"] / 1e3 / y - 1.0
                          for (prep, _, y), t in zip(cases, terms)])
     lo = np.array([LOWER[k] / SCALE[k] for k in free])
     hi = np.array([UPPER[k] / SCALE[k] for k in free])

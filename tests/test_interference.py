@@ -1,0 +1,140 @@
+"""Interference on the measured timeline (timeline_model.run_share_us / with_spread, inference/fit_interference.py):
+hand-computed answers on synthetic timelines, and the fit on the committed H200 neighbour data."""
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from inference import fit_interference as fi  # noqa: E402
+from inference import timeline_model as tm  # noqa: E402
+from tests.helpers import run_script  # noqa: E402
+from utils.errors import HaseError  # noqa: E402
+
+P = dict(tm.DEFAULT_PARAMS, c0_us=100.0, alpha=1.0)
+
+
+def prep(h, g, h2d=50.0, d2h=10.0):
+    """A run_share prepared model: host interval h_i (launch at its start), GPU time g_i (floor 0)."""
+    n = len(h)
+    return {"h": np.array(h, float), "dev": np.array(g, float), "floor": 0.0, "floor_us": 0.0,
+            "launch_at_start": True, "on_host": np.zeros(n, bool), "sync": np.zeros(n, bool),
+            "h2d_us": h2d, "d2h_us": d2h, "device": "cuda", "n": n, "interference": tm.RUN_SHARE}
+
+
+def terms(u=0.0, wait=None, clock=1.0):
+    return {"u": u, "clock_ratio": clock, "wait_us": wait}
+
+
+def test_idle_is_the_plain_timeline():
+    pr = prep([30, 30, 30], [5, 5, 5])
+    r = tm.predict_us(pr, P, terms())
+    assert r["total_us"] == pytest.approx(tm.timeline_us(pr, P, terms())["total_us"])
+    assert r["interference_us"] == 0.0
+
+
+def test_share_is_over_the_span_not_the_gpu_time():
+    """Dispatch-bound: launches at 50, 80, 110; GPU 5 us each; span = host end 140 - h2d 50 = 90 us (GPU busy
+    only 15). A neighbour at u = 0.5 takes alpha * u * span = 45 us, not alpha * u * 15."""
+    pr = prep([30, 30, 30], [5, 5, 5])
+    r = tm.predict_us(pr, P, terms(u=0.5, wait=0.0))
+    assert r["span_us"] == pytest.approx(90.0)
+    assert r["interference_us"] == pytest.approx(45.0)
+    assert r["total_us"] == pytest.approx(100 + 140 + 10 + 45)
+
+
+def test_a_run_waits_once_or_shares_whichever_is_longer():
+    """W_run = probe wait per launch x the probe's 16 launches: 10 us/launch -> 160 us > share 45 us."""
+    pr = prep([30, 30, 30], [5, 5, 5])
+    r = tm.predict_us(pr, P, terms(u=0.5, wait=10.0))
+    assert r["interference_us"] == pytest.approx(10.0 * tm.PROBE_LAUNCHES)
+    # a long GPU-bound run: share 0.5 * (3 x 1000) = 1500 us > W_run 160 us
+    long = prep([2, 2, 2], [1000, 1000, 1000])
+    assert tm.predict_us(long, P, terms(u=0.5, wait=10.0))["interference_us"] == pytest.approx(1500.0, rel=1e-3)
+
+
+def test_clock_term_scales_gpu_time_only():
+    pr = prep([2, 2], [1000, 1000])
+    r = tm.predict_us(pr, dict(P, clock_exp=1.0), terms(u=0.0, clock=1.25))
+    assert r["interference_us"] == pytest.approx(0.25 * 2000)
+
+
+@pytest.mark.parametrize("u", [0.0, 0.05, 0.3, 0.7, 0.95])
+@pytest.mark.parametrize("spread", [None, {"host_sum_us": [0.9, 1.4], "before_us": [0.8, 1.3]}])
+def test_p10_le_central_le_p90_under_load(u, spread):
+    for pr in (prep([30, 30, 30], [5, 5, 5]), prep([2, 2, 2], [500, 500, 500])):
+        r = tm.with_spread(pr, P, terms(u=u, wait=3.0), spread)
+        assert r["p10"] <= r["central"] <= r["p90"]
+
+
+def test_part_time_neighbour_runs_are_bimodal():
+    """u = 0.5: half the runs are hit (extra E / u = 2E), half are not: p10 unhit, p90 hit."""
+    pr = prep([2, 2, 2], [500, 500, 500])
+    c = tm.predict_us(pr, P, terms(u=0.5, wait=0.0))
+    r = tm.with_spread(pr, P, terms(u=0.5, wait=0.0), None)
+    e = c["interference_us"]
+    assert r["p10"] == pytest.approx(c["total_us"] - e)
+    assert r["p90"] == pytest.approx(c["total_us"] + e)
+
+
+def test_per_launch_models_are_unchanged():
+    """Models without interference=run_share keep the per-launch wait (evaluator.py's fitted model)."""
+    pr = dict(prep([30, 30, 30], [5, 5, 5]), interference="per_launch")
+    t = terms(u=0.5, wait=10.0)
+    assert tm.predict_us(pr, P, t)["total_us"] == pytest.approx(tm.timeline_us(pr, P, t)["total_us"])
+
+
+def test_load_names_and_kinds():
+    assert fi.load_name("stressor-matmul", 0.0) == "idle"
+    assert fi.load_name("corunner-slices_compute_1ms", 0.7) == "slices_compute_1ms@0.7"
+    assert fi.neighbour_kind("slices_memory_1ms@0.3", ["slices_*"]) == "training neighbour"
+    assert fi.neighbour_kind("cnn_train@0.3", ["slices_*"]) == "held-out neighbour"
+    assert fi.batch_of("resnet101_bs32_224x224") == 32
+
+
+def test_labels_statistic_and_bad_value():
+    s = pd.DataFrame({"model": ["m"] * 3, "load": ["idle"] * 3, "machine": ["a", "a", "b"],
+                      "e2e_mean_ms": [1.0, 2.0, 9.0], "e2e_median_ms": [1.0, 1.0, 1.0], "e2e_p10_ms": [1.0] * 3,
+                      "e2e_p90_ms": [3.0] * 3, "device_mean_ms": [1.0] * 3, "device_median_ms": [1.0] * 3})
+    lab = fi.labels(s, "mean")
+    assert lab["e2e_ms"].iloc[0] == 2.0 and lab["machines"].iloc[0] == 2 and lab["sessions"].iloc[0] == 3
+    with pytest.raises(HaseError, match="statistic must be mean or median"):
+        fi.labels(s, "mode")
+
+
+def test_fit_on_committed_h200_neighbours(tmp_path):
+    """The fit on the committed neighbour data: alpha inside its physical range, held-out neighbours disjoint
+    from the training ones, every case with p10 <= central <= p90, the splits the issue names."""
+    out = tmp_path / "fi"
+    run_script([str(REPO / "inference" / "fit_interference.py"), "--set", f"out={out}", "--set", "summary="],
+               tmp_path, cwd=REPO, timeout=600)
+    s = json.loads((out / "summary.json").read_text())
+    assert tm.LOWER["alpha"] < s["alpha"] < tm.UPPER["alpha"]
+    assert set(s["train_neighbours"]).isdisjoint(s["heldout_neighbours"])
+    assert all(n.startswith("slices_") for n in s["train_neighbours"])
+    split = s["by_split"]["held-out neighbour / held-out arch"]
+    assert split["cases"] > 0 and {"mape_pct", "within_10pct"} <= set(split["e2e"])
+    cases = pd.read_csv(out / "cases.csv")
+    assert (cases["pred_p10_ms"] <= cases["pred_e2e_ms"] + 1e-9).all()
+    assert (cases["pred_e2e_ms"] <= cases["pred_p90_ms"] + 1e-9).all()
+    model = json.loads((out / "timeline_model.json").read_text())
+    assert model["interference"] == tm.RUN_SHARE and model["params"]["alpha"] == pytest.approx(s["alpha"])
+
+
+def test_missing_calibration_row_names_the_load(tmp_path):
+    src = REPO / "benchmark" / "results" / "nvidia-h200" / "interference" / "machine_b"
+    d = tmp_path / "machine_x"
+    d.mkdir()
+    (d / "slices_sessions.csv.gz").write_bytes((src / "slices_sessions.csv.gz").read_bytes())
+    cal = pd.read_csv(src / "load_calibration.csv")
+    cal[cal["load"] != "corunner-cnn_train"].to_csv(d / "load_calibration.csv", index=False)
+    p = run_script([str(REPO / "inference" / "fit_interference.py"), "--set", f"interference_dirs=[{d}]",
+                    "--set", f"out={tmp_path / 'o'}", "--set", "summary="], tmp_path, cwd=REPO, check=False,
+                   timeout=300)
+    assert p.returncode != 0
+    assert "load 'cnn_train@0.3' has sessions but no calibration row" in p.stderr

@@ -409,7 +409,8 @@ def gen_pad(p: dict) -> dict:
     if p["mode"] == "reflect" and k >= hw:
         raise Reject("reflect pad wider than the input")
     return {"op_type": "Pad", "domain": "ai.onnx", "attributes": {"mode": p["mode"]},
-            "inputs": [act([n, c, hw, hw]), const([0, 0, k, k, 0, 0, k, k])], "outputs": [act([n, c, hw + 2 * k, hw + 2 * k])]}
+            "inputs": [act([n, c, hw, hw]), const([0, 0, k, k, 0, 0, k, k])],
+            "outputs": [act([n, c, hw + 2 * k, hw + 2 * k])]}
 
 
 GENERATORS = {

@@ -546,13 +546,17 @@ def adaptive(cfg: dict, ep: str, log=None) -> list:
     """Neighbours of the worst configurations of adaptive.errors_csv (those with a `space`)."""
     a = cfg["adaptive"]
     validate(cfg)
+    for k in ("top_k", "per_config"):
+        if isinstance(a[k], bool) or not isinstance(a[k], int) or a[k] < 1:
+            raise HaseError(f"adaptive.{k} must be a whole number >= 1, got {a[k]!r}")
+    if isinstance(a["move_p"], bool) or not isinstance(a["move_p"], (int, float)) or not 0 < a["move_p"] <= 1:
+        raise HaseError(f"adaptive.move_p must be in (0, 1], got {a['move_p']!r}")
     if not a["records"]:
         raise HaseError("adaptive.records: the sampled record(s) the errors refer to are needed")
     known = {}
     for rp in paths.expand_globs(a["records"]):
         for k in paths.read_json(rp, "kernel record").get("kernels", []):
             known[f"{k['type']}_{k['signature']}"] = k
-            # build the neighbours of the same base type; the epilogue is part of `space`
     worst = worst_configs(a["errors_csv"], a["error_col"], a["top_k"])
     rng = type_rng(cfg["seed"], "adaptive", "2")
     seen = set(known)

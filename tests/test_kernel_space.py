@@ -310,3 +310,14 @@ def test_plan_packs_caps_kernels_and_bytes_and_keeps_opsets_apart():
     sizes = [[int(it[0]["bytes_read"] / 1e6) for it in p] for p in packs[:-1]]
     assert sizes == [[3, 3], [3], [9], [1, 1]] and packs[-1] == [items[-1]]
     assert [len(p) for p in mkr.plan_packs(items, chunk=4)] == [4, 2, 1]
+
+
+def test_adaptive_bad_input_names_the_field(tmp_path):
+    (tmp_path / "e.csv").write_text("Kernel_ID,err\nConv_x,1.0\n")
+    rec = write_record(tmp_path / "r.cpu.json", ks.name_kernels([relu(4)]))
+    base = ["--device", "cpu", "--set", f"adaptive.errors_csv={tmp_path / 'e.csv'}", "--set", f"adaptive.records=[{rec}]"]
+    p = run_script([REPO / "kernel_model/kernel_sampler.py", *base], tmp_path / "h", check=False)
+    one_line_error(p, "adaptive.errors_csv", "'ape'")          # the error column is missing
+    p = run_script([REPO / "kernel_model/kernel_sampler.py", *base, "--set", "adaptive.move_p=2"], tmp_path / "h",
+                   check=False)
+    one_line_error(p, "adaptive.move_p")

@@ -1,0 +1,323 @@
+"""Kernel space (issue 13), CPU EP: the sampler (kernel_model/kernel_sampler.py) and the packed
+multi-kernel runner (benchmark/multi_kernel_runner.py)."""
+import copy
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pandas as pd
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from kernel_model import kernel_sampler as ks  # noqa: E402
+from kernel_model.kernel_builder import kernel_id, kernel_to_onnx, verify  # noqa: E402
+from training.features import feature_frame  # noqa: E402
+from utils.errors import HaseError  # noqa: E402
+from utils.kernel_registry import base_of, is_known  # noqa: E402
+from helpers import run_script  # noqa: E402
+
+SMALL = {"max_elems": 2.0e5, "max_flops": 5.0e7}   # every configuration runs in well under a millisecond
+
+
+def small_cfg(n=2, seed=0, only=()):
+    cfg = copy.deepcopy(ks.DEFAULTS)
+    cfg.update({"n_per_type": n, "seed": seed, "only": list(only), "limits": dict(SMALL)})
+    return cfg
+
+
+def one_line_error(p, *needles):
+    assert p.returncode == 2, (p.returncode, p.stderr[-2000:])
+    lines = [ln for ln in p.stderr.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), p.stderr
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    return lines[0]
+
+
+# ---------- sampler ----------
+def test_sampler_is_seeded_and_reproducible():
+    a, b = ks.sample(small_cfg(seed=3), "cpu"), ks.sample(small_cfg(seed=3), "cpu")
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    c = ks.sample(small_cfg(seed=4), "cpu")
+    assert [kernel_id(k) for k in a] != [kernel_id(k) for k in c]
+    # each type has its own stream: sampling a subset gives those types' configurations unchanged
+    sub = ks.sample(small_cfg(seed=3, only=["Gemm", "HardSwish"]), "cpu")
+    assert [kernel_id(k) for k in sub] == [kernel_id(k) for k in a if base_of(k["type"]) in ("Gemm", "HardSwish")]
+
+
+def test_every_type_builds_and_runs_on_cpu_and_has_the_record_format(tmp_path):
+    big = ks.sample(small_cfg(n=24, seed=1, only=["Mul", "Conv"]), "cpu")   # every conv epilogue of CPU EP
+    kernels = (ks.sample(small_cfg(n=2), "cpu") + ks.sample(small_cfg(n=1, seed=1, only=["Conv"]), "cuda")
+               + big)
+    assert {base_of(k["type"]) for k in kernels} >= set(ks.SPACES)
+    keys = {"id", "type", "category", "op_type", "domain", "node_name", "ep", "attributes", "inputs", "outputs",
+            "weight_shapes", "flops", "bytes_read", "bytes_written", "source_nodes", "inserted_by_ort",
+            "folded_ops", "signature"}   # the keys of a phase 2 record kernel (fusion_detector.build_record)
+    for k in kernels:
+        assert keys <= set(k) and k["source"] == "sampled" and is_known(k["op_type"])
+        path = tmp_path / f"{kernel_id(k)}.onnx"
+        onnx.save(kernel_to_onnx(k, ks.OPSETS), str(path))
+        res = verify(path, k, "cpu", "disable", 0)   # runs it once; output shapes == recorded ones
+        assert res["verified"], k["type"]
+    types = {k["type"] for k in kernels}
+    assert {"Conv_Relu", "Conv_Add_Relu", "HardSwish", "HardSigmoid", "ReduceMean", "Slice"} <= types
+    # squeeze-and-excite broadcast and depthwise convs are in the space
+    assert any(k["type"] == "Mul" and k["inputs"][1]["shape"][2:] == [1, 1] for k in big)
+    assert any(base_of(k["type"]) == "Conv" and k["attributes"]["group"] == k["inputs"][0]["shape"][1] > 1 for k in big)
+
+
+def test_sampled_kernels_featurize_like_records():
+    kernels = ks.sample(small_cfg(n=2, only=["Conv", "Gemm", "Transpose"]), "cpu")
+    f = feature_frame(kernels, [], {})
+    assert len(f) == len(kernels) and np.isfinite(f.drop(columns=["kernel_type"]).to_numpy()).all()
+    conv = [i for i, k in enumerate(kernels) if base_of(k["type"]) == "Conv"]
+    for i in conv:
+        k = kernels[i]
+        assert f.iloc[i]["groups"] == k["attributes"]["group"] and f.iloc[i]["kernel_h"] == k["attributes"]["kernel_shape"][0]
+        assert f.iloc[i]["flops"] == k["flops"] > 0
+
+
+def test_adaptive_stage_samples_near_the_worst(tmp_path):
+    cfg = small_cfg(n=4, only=["Conv", "Gemm"])
+    kernels = ks.sample(cfg, "cpu")
+    rec = tmp_path / "rec.json"
+    rec.write_text(json.dumps(ks.make_record(kernels, "cpu", cfg, "prior")))
+    ids = [kernel_id(k) for k in kernels]
+    errs = pd.DataFrame({"Kernel_ID": ids + ["Relu_zoo_kernel"], "ape": [0.01] * len(ids) + [9.0]})
+    errs.loc[2, "ape"], errs.loc[5, "ape"] = 3.0, 2.0
+    errs.to_csv(tmp_path / "errors.csv", index=False)
+    cfg["adaptive"].update({"errors_csv": str(tmp_path / "errors.csv"), "records": [str(rec)], "top_k": 3,
+                            "per_config": 3})
+    new = ks.adaptive(cfg, "cpu")
+    assert new and {k["adaptive_parent"] for k in new} == {ids[2], ids[5]}   # the zoo id has no space: skipped
+    assert not set(map(kernel_id, new)) & set(ids)
+    parent = {kernel_id(k): k for k in kernels}
+    for k in new:
+        assert base_of(k["type"]) == base_of(parent[k["adaptive_parent"]]["type"])
+    assert [kernel_id(k) for k in ks.adaptive(cfg, "cpu")] == [kernel_id(k) for k in new]
+
+
+def test_sampler_cli_writes_a_record_kernel_builder_reads(tmp_path):
+    home = tmp_path / "h"
+    run_script([REPO / "kernel_model/kernel_sampler.py", "--device", "cpu", "--set", "n_per_type=1",
+                "--set", "only=[Conv, HardSwish, Resize]", "--set", "types.Conv.count=0",
+                "--set", "limits.max_elems=100000", "--set", "limits.max_flops=1.0e+7"], home)
+    rec = home / "ort_analysis/ort_kernel_record/sampled/kspace_s0.cpu.json"
+    data = json.loads(rec.read_text())
+    assert data["source"] == "sampled" and data["kernel_count"] == 3
+    run_script([REPO / "kernel_model/kernel_builder.py", "--device", "cpu", "--record", rec], home)
+    index = json.loads((home / "kernel_model/kernel_onnx/index.json").read_text())
+    assert len(index["kernels"]) == 3 and all(e["verified"] for e in index["kernels"].values())
+
+
+@pytest.mark.parametrize("setting,needles", [
+    ("only=[Frobnicate]", ["only", "Frobnicate"]),
+    ("types.Frobnicate={count: 3}", ["types.Frobnicate"]),
+    ("types.Gemm.m={min: 10, max: 2}", ["types.Gemm.m", "bad range"]),
+    ("types.Conv.kernel=[]", ["types.Conv.kernel"]),
+    ("types.Conv.cin=[64, -3]", ["types.Conv.cin"]),
+    ("limits.max_flops=0", ["limits.max_flops"]),
+])
+def test_sampler_bad_input_is_one_line_error(tmp_path, setting, needles):
+    p = run_script([REPO / "kernel_model/kernel_sampler.py", "--device", "cpu", "--set", setting], tmp_path,
+                   check=False)
+    one_line_error(p, *needles)
+    assert not (tmp_path / "ort_analysis").exists()   # nothing written
+
+
+def test_sampler_exhausted_space_names_the_type():
+    cfg = small_cfg(n=5, only=["GlobalAveragePool"])
+    cfg["types"]["GlobalAveragePool"].update({"batch": [1], "hw": [7], "c": [8, 16]})   # 2 configurations exist
+    cfg["max_tries"] = 20
+    with pytest.raises(HaseError, match="types.GlobalAveragePool"):
+        ks.sample(cfg, "cpu")
+
+
+# ---------- packed multi-kernel runner ----------
+from benchmark import multi_kernel_runner as mkr  # noqa: E402
+from debug.ort_profiler_kernel_sum import attribute_gpu_ops  # noqa: E402
+
+RUNNER_FAST = ["--set", "chunk=12", "--set", "warmup=1", "--set", "runs=3", "--set", "wall_loops=2",
+               "--set", "bg_sample_ms=10", "--set", "threads=1"]
+FAST_TREES = ["--set", "xgboost.n_estimators=20", "--set", "random_forest.n_estimators=10", "--set", "n_jobs=1"]
+
+
+def write_record(path: Path, kernels: list, seed=0) -> Path:
+    cfg = small_cfg(seed=seed)
+    path.write_text(json.dumps(ks.make_record(kernels, "cpu", cfg, "prior")))
+    return path
+
+
+def gemm(m, k, n):
+    return ks.finish(ks.gen_gemm({"m": m, "k": k, "n": n, "trans_b": 0}), "cpu", {})
+
+
+def relu(c):
+    return ks.finish(ks.gen_unary("Relu")({"layout": "nchw", "batch": 1, "c": c, "hw": 2, "tokens": 1, "dim": 1}),
+                     "cpu", {})
+
+
+def test_pack_is_disjoint_subgraphs_named_by_kernel_id():
+    kernels = ks.sample(small_cfg(n=1, only=["Conv", "Split", "Resize", "Clip"]), "cpu")
+    model = mkr.pack_kernels(kernels, ks.OPSETS)
+    onnx.checker.check_model(model)
+    assert [n.name for n in model.graph.node] == [kernel_id(k) for k in kernels]
+    made = [set(n.output) for n in model.graph.node]
+    used = [set(n.input) - {""} for n in model.graph.node]
+    assert all(not (u & m) for u in used for m in made)   # no node reads another's output
+    n_in = sum(1 for k in kernels for e in k["inputs"] if e and e["role"] == "activation")
+    assert len(model.graph.input) == n_in and len(model.graph.output) == sum(len(k["outputs"]) for k in kernels)
+
+
+@pytest.fixture(scope="module")
+def packed(tmp_path_factory):
+    """The runner's CLI on ~40 sampled kernels (chunks of 12) plus a heavy Gemm and a tiny Relu, CPU EP."""
+    home = tmp_path_factory.mktemp("kspace")
+    kernels = ks.sample(small_cfg(n=1), "cpu") + ks.sample(small_cfg(n=1, seed=5, only=["Conv", "Gemm"]), "cpu")
+    kernels += [gemm(256, 512, 512), relu(4)]
+    rec = write_record(home / "kspace.cpu.json", ks.name_kernels(kernels))
+    p = run_script([REPO / "benchmark/multi_kernel_runner.py", "--device", "cpu", "--record", rec, *RUNNER_FAST],
+                   home)
+    out = home / "benchmark/results" / mkr.device_slug("cpu") / "kernel_space"
+    return {"home": home, "rec": rec, "kernels": kernels, "out": out, "log": p.stderr}
+
+
+def test_runner_times_each_kernel_separately(packed):
+    df = pd.read_csv(packed["out"] / "kernels.csv")
+    ids = [kernel_id(k) for k in packed["kernels"]]
+    assert sorted(df["Kernel_ID"]) == sorted(set(ids)) and df["Kernel_ID"].is_unique
+    assert (df["status"] == "ok").all() and set(df["timing"]) <= {"ort_profiler_node", "ort_profiler_node_sum"}
+    # CPU EP runs HardSwish as its function body (HardSigmoid + Mul): measured alone, its nodes summed
+    assert set(df.loc[df["OpType"] == "HardSwish", "timing"]) == {"ort_profiler_node_sum"}
+    assert df["pack"].nunique() == math.ceil(len(ids) / 12) and df["pack_size"].max() == 12
+    for col in ("latency_node_ms_median", "latency_node_ms_p10", "latency_node_ms_p90", "latency_ms", "pack_wall_ms",
+                "bg_CPU_UTIL_PCT", "flops", "bytes_read"):
+        assert np.isfinite(df[col]).all(), col
+    assert (df["latency_ms"] > 0).all() and (df["n_node"] == 3).all()
+    assert (df["latency_node_ms_p10"] <= df["latency_node_ms_p90"]).all()
+    # per-kernel, not the pack split evenly: a 134 MFLOP Gemm is far slower than a 16-element Relu
+    lat = df.set_index("Kernel_ID")["latency_ms"]
+    assert lat[kernel_id(gemm(256, 512, 512))] > 20 * lat[kernel_id(relu(4))]
+    # the packs' kernels fit in the pack's plain run time (Σ node times <= wall of the pack)
+    for _, g in df.groupby("pack"):
+        assert g["latency_ms"].sum() <= g["pack_wall_ms"].iloc[0] * 1.5
+    tp = json.loads((packed["out"] / "throughput.json").read_text())["last"]
+    assert tp["kernels_measured"] == len(ids) and tp["kernels_per_s"] > 0 and tp["packs"] == df["pack"].nunique()
+    assert "kernel measurements/s" in packed["log"]
+
+
+def test_runner_resume_adds_nothing_twice(packed, tmp_path):
+    csv = packed["out"] / "kernels.csv"
+    before = pd.read_csv(csv)
+    run_script([REPO / "benchmark/multi_kernel_runner.py", "--device", "cpu", "--record", packed["rec"],
+                *RUNNER_FAST], packed["home"])
+    assert len(pd.read_csv(csv)) == len(before)
+    assert json.loads((packed["out"] / "throughput.json").read_text())["last"]["kernels_measured"] == 0
+    # a second record: only its new kernels are measured (its Relu is already in the CSV)
+    more = write_record(tmp_path / "more.cpu.json", ks.name_kernels([relu(4), relu(8), gemm(8, 16, 32)]))
+    run_script([REPO / "benchmark/multi_kernel_runner.py", "--device", "cpu", "--record", packed["rec"],
+                "--record", more, *RUNNER_FAST], packed["home"])
+    after = pd.read_csv(csv)
+    assert len(after) == len(before) + 2 and after["Kernel_ID"].is_unique
+
+
+def test_a_failing_kernel_fails_alone(tmp_path):
+    bad = dict(relu(16), op_type="Frobnicate", type="Frobnicate", category="other")
+    bad["signature"] = "1x16x2x2_bad"
+    kernels = ks.name_kernels([relu(32), bad, gemm(4, 8, 8)])
+    rec = write_record(tmp_path / "bad.cpu.json", kernels)
+    run_script([REPO / "benchmark/multi_kernel_runner.py", "--device", "cpu", "--record", rec, *RUNNER_FAST],
+               tmp_path / "h")
+    df = pd.read_csv(next((tmp_path / "h").rglob("kernels.csv"))).set_index("Kernel_ID")
+    assert df.loc[kernel_id(bad), "status"] == "failed" and "Frobnicate" in df.loc[kernel_id(bad), "error"]
+    assert (df.drop(index=kernel_id(bad))["status"] == "ok").all() and len(df) == 3
+
+
+def test_gpu_attribution_with_synthetic_cupti_records():
+    """CUDA path: CUPTI ops -> nodes by their launch's host window (attribute_gpu_ops) -> per-kernel time."""
+    def run(t0, nodes):
+        return {"model_run_start_us": t0, "execute_start_us": t0 + 5, "execute_end_us": t0 + 90,
+                "model_run_end_us": t0 + 100,
+                "nodes": [{"name": n, "start_us": t0 + s, "end_us": t0 + e, "kernel_us": e - s} for n, s, e in nodes]}
+    runs = [run(1000, [("Conv_a", 10, 30), ("Relu_b", 30, 40), ("Reshape_c", 40, 45)]),
+            run(2000, [("Conv_a", 10, 32), ("Relu_b", 32, 40), ("Reshape_c", 40, 45)])]
+    ops, launches = [], {}
+
+    def op(corr, launch_t, start, dur, name="k"):
+        ops.append({"name": name, "start_us": start, "dur_us": dur, "correlation": corr})
+        if launch_t is not None:
+            launches[corr] = {"name": "cudaLaunchKernel", "ts_us": launch_t, "dur_us": 1.0}
+    op(1, 1002, 1003, 2.0, "memcpy")          # before Execute: no kernel's
+    op(2, 1012, 1015, 7.0)                    # Conv_a: two ops (cuDNN runs a conv as several kernels)
+    op(3, 1020, 1023, 5.0)
+    op(4, 1031, 1035, 3.0)                    # Relu_b
+    op(5, None, 1050, 4.0)                    # no launch record: counted for no kernel
+    op(6, 2011, 2014, 9.0)
+    op(7, 2033, 2036, 2.5)
+    recs = attribute_gpu_ops(runs, ops, launches)
+    t = mkr.node_times_gpu(runs, recs)
+    assert t == {"Conv_a": [12.0, 9.0], "Relu_b": [3.0, 2.5], "Reshape_c": [0.0, 0.0]}
+    k = gemm(2, 2, 2)
+    row = mkr.kernel_row(k, t["Conv_a"], [20.0, 22.0], "cuda", 0, 3, 0.1, "kspace")
+    assert row["latency_node_ms_median"] == pytest.approx(0.0105) and row["status"] == "ok"
+    assert row["timing"] == "cupti_gpu" and row["host_us_median"] == 21.0
+    assert mkr.kernel_row(k, t["Reshape_c"], [1.0, 1.0], "cuda", 0, 3, 0.1, "")["status"] == "no_gpu_work"
+
+
+def test_phase5_trains_on_packed_rows_and_unknown_ops_fall_back(packed):
+    """The packed CSV is phase 5 input as it is; a kernel of an op outside the registry is named in a
+    warning and predicted by the generic model, never a crash."""
+    from training import train_kernel_model as tkm
+    home = packed["home"]
+    run_script([REPO / "training/train_kernel_model.py", "--device", "cpu",
+                "--set", f"data_csv={packed['out'] / 'kernels.csv'}", "--set", "target=latency_node_ms_median",
+                "--set", "device_slug=kspace", "--set", "min_rows_per_type=3", "--set", "min_kernels_per_type=3",
+                *FAST_TREES], home)
+    pred = tkm.load_predictor(home / "training/models/kspace")
+    df = pd.read_csv(packed["out"] / "kernels.csv")
+    load = {f: float(df[f].median()) for f in pred.load_fields}
+    odd = dict(relu(64), id="Frobnicate#0", op_type="Frobnicate", type="Frobnicate", category="other")
+    assert not is_known("Frobnicate")
+    with pytest.warns(tkm.UnknownKernelTypeWarning, match="Frobnicate"):
+        out = pred.predict_kernels([odd, dict(gemm(64, 64, 64), id="Gemm#0")], load)
+    assert math.isfinite(out["Frobnicate#0"]) and out["Frobnicate#0"] > 0 and math.isfinite(out["Gemm#0"])
+
+
+@pytest.mark.parametrize("setting,needles", [("chunk=0", ["chunk"]), ("io=gpu", ["io"]), ("runs=-1", ["runs"])])
+def test_runner_bad_input_is_one_line_error(tmp_path, setting, needles):
+    rec = write_record(tmp_path / "r.cpu.json", ks.name_kernels([relu(4)]))
+    p = run_script([REPO / "benchmark/multi_kernel_runner.py", "--device", "cpu", "--record", rec, "--set", setting],
+                   tmp_path / "h", check=False)
+    one_line_error(p, *needles)
+
+
+def test_runner_missing_record_is_one_line_error(tmp_path):
+    p = run_script([REPO / "benchmark/multi_kernel_runner.py", "--device", "cpu", "--record", tmp_path / "no.json"],
+                   tmp_path / "h", check=False)
+    one_line_error(p, "no.json")
+
+
+def test_plan_packs_caps_kernels_and_bytes_and_keeps_opsets_apart():
+    a, b = {"ai.onnx": 17}, {"ai.onnx": 13}
+    items = [(dict(gemm(8, 8, 8), bytes_read=mb * 1e6, bytes_written=0), a, "") for mb in (3, 3, 3, 9, 1, 1)]
+    items.append((gemm(2, 2, 2), b, ""))
+    packs = mkr.plan_packs(items, chunk=4, max_pack_mb=7)
+    sizes = [[int(it[0]["bytes_read"] / 1e6) for it in p] for p in packs[:-1]]
+    assert sizes == [[3, 3], [3], [9], [1, 1]] and packs[-1] == [items[-1]]
+    assert [len(p) for p in mkr.plan_packs(items, chunk=4)] == [4, 2, 1]
+
+
+def test_adaptive_bad_input_names_the_field(tmp_path):
+    (tmp_path / "e.csv").write_text("Kernel_ID,err\nConv_x,1.0\n")
+    rec = write_record(tmp_path / "r.cpu.json", ks.name_kernels([relu(4)]))
+    base = ["--device", "cpu", "--set", f"adaptive.errors_csv={tmp_path / 'e.csv'}", "--set", f"adaptive.records=[{rec}]"]
+    p = run_script([REPO / "kernel_model/kernel_sampler.py", *base], tmp_path / "h", check=False)
+    one_line_error(p, "adaptive.errors_csv", "'ape'")          # the error column is missing
+    p = run_script([REPO / "kernel_model/kernel_sampler.py", *base, "--set", "adaptive.move_p=2"], tmp_path / "h",
+                   check=False)
+    one_line_error(p, "adaptive.move_p")

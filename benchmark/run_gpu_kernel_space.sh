@@ -5,7 +5,7 @@
 # attributed to ORT's nodes). Stays under ~9 minutes: the runner stops between packs after MINUTES.
 #   source .device/activate.sh && bash benchmark/run_gpu_kernel_space.sh /tmp/job
 # Env: SEED (sampler seed, 0), MINUTES (runner budget, 6), CHUNK (kernels per pack, 48), RUNS (profiled runs, 20),
-#      ZOO (1 = also the zoo's records, 0 = sampled only). A rerun with the same HASE_HOME resumes.
+#      ZOO (1 = also the zoo's records, 0 = sampled only), SAMPLE_SETS (extra "--set k=v" words for the sampler). A rerun with the same HASE_HOME resumes.
 # Writes into the job folder: kernels.csv (one row per kernel, its own Kernel_ID), throughput.json (kernel
 # measurements/s and seconds per phase), resolved_config.json, the sampled record (gzipped), log.txt.
 set -uo pipefail
@@ -19,7 +19,7 @@ RECORDS=(--record "$REC")
 quiet() { grep -vE "Warning|_warn_once|plugin EP"; }
 {
 echo "stage sample $(el)"
-python3 kernel_model/kernel_sampler.py --device cuda --set "seed=$SEED" 2>&1 | quiet
+python3 kernel_model/kernel_sampler.py --device cuda --set "seed=$SEED" ${SAMPLE_SETS:-} 2>&1 | quiet
 echo "stage measure $(el)"
 python3 benchmark/multi_kernel_runner.py --device cuda "${RECORDS[@]}" --max-minutes "${MINUTES:-6}" \
   --set "chunk=${CHUNK:-48}" --set "runs=${RUNS:-20}" 2>&1 | quiet

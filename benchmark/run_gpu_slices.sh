@@ -59,11 +59,15 @@ import sys, glob, pandas as pd
 fs = sorted(glob.glob(sys.argv[1] + "/load_*/trace_sessions.csv"))
 pd.concat([pd.read_csv(f).assign(load=f.split("/")[-2][5:]) for f in fs]).to_csv(sys.argv[2], index=False)
 PY
-python3 - "$R/nvidia-h200" "$JOB/slices_nodes.csv.gz" <<'PY'
+# per-node medians over the sessions (the per-session sums are in slices_sessions.csv): small enough to commit
+python3 - "$R/nvidia-h200" "$JOB/slices_nodes_median.csv.xz" <<'PY'
 import sys, glob, pandas as pd
 fs = sorted(glob.glob(sys.argv[1] + "/load_*/trace_nodes.csv"))
-pd.concat([pd.read_csv(f, usecols=["model", "session", "node", "op", "host_us", "gpu_us", "gpu_idle_before_us",
-                                   "launches"]).assign(load=f.split("/")[-2][5:]) for f in fs]).to_csv(
-    sys.argv[2], index=False, float_format="%.4g")
+n = pd.concat([pd.read_csv(f, usecols=["model", "session", "node", "op", "host_us", "gpu_us", "gpu_idle_before_us",
+                                       "launches"]).assign(load=f.split("/")[-2][5:]) for f in fs])
+g = n.groupby(["load", "model", "node", "op"], sort=False)
+out = g[["host_us", "gpu_us", "gpu_idle_before_us", "launches"]].median()
+out["sessions"] = g.size()
+out.reset_index().to_csv(sys.argv[2], index=False, float_format="%.4g")
 PY
 touch "$JOB/DONE"

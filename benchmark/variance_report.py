@@ -409,8 +409,8 @@ def build(folders, cfg: dict) -> tuple:
         raise HaseError(f"label column '{label}' not in the sessions tables", folders[0])
     if base not in set(df["cudnn_conv_algo_search"]):
         raise HaseError(f"no {base} sessions", folders[0])
-    nodes = [pd.read_csv(Path(f) / NODES_FILE).assign(machine=Path(f).name)
-             for f in folders if (Path(f) / NODES_FILE).exists()]
+    nodes = [pd.read_csv(paths.csv_or_gz(Path(f) / NODES_FILE)).assign(machine=Path(f).name)
+             for f in folders if paths.csv_or_gz(Path(f) / NODES_FILE).exists()]
     per = df.groupby(["cudnn_conv_algo_search", "model", "machine"]).size()
     ex = df[df.cudnn_conv_algo_search == base]
     s = {"provenance": read_provenance(folders, cfg["provenance"]),

@@ -321,3 +321,21 @@ def test_adaptive_bad_input_names_the_field(tmp_path):
     p = run_script([REPO / "kernel_model/kernel_sampler.py", *base, "--set", "adaptive.move_p=2"], tmp_path / "h",
                    check=False)
     one_line_error(p, "adaptive.move_p")
+
+
+def test_roofline_time_and_peaks_by_hand():
+    """kernel_space_report: roofline = max(FLOPs / peak FLOP/us, bytes / peak bytes/us) + floor; peaks are a
+    quantile of the achieved rates, so one outlier does not set the roof."""
+    from training import kernel_space_report as ksr
+    X = pd.DataFrame({"flops": [1e6, 4e6, 1e3, 8e6], "bytes_total": [1e3, 1e3, 1e6, 2e3]})
+    t = np.array([10.0, 20.0, 5.0, 1.0])          # the last one is an outlier: 8e6 FLOP in 1 us
+    pf, pb = ksr.peaks(X, t, np.arange(3), 1.0)   # over the first three only: max of the achieved rates
+    assert pf == pytest.approx(2e5) and pb == pytest.approx(2e5)
+    r = ksr.roofline_us(X, (pf, pb), 1.0)
+    assert r.tolist() == pytest.approx([1e6 / 2e5 + 1, 4e6 / 2e5 + 1, 1e6 / 2e5 + 1, 8e6 / 2e5 + 1])
+
+
+def test_kernel_space_report_rejects_unknown_transfer_gpu(tmp_path):
+    p = run_script([str(REPO / "training" / "kernel_space_report.py"), "--set", "phase5=false",
+                    "--set", "gpus={}", "--set", "transfer=[a, b]"], tmp_path, check=False, timeout=300, cwd=REPO)
+    assert p.returncode != 0 and "transfer names GPUs not in gpus: a, b" in p.stderr

@@ -182,3 +182,17 @@ def test_csv_or_gz_reads_the_committed_twin(tmp_path):
     assert pd.read_csv(csv_or_gz(plain))["a"].tolist() == [1, 2]
     plain.write_text("a\n3\n")
     assert csv_or_gz(plain) == plain                      # both: the plain file wins
+
+
+def test_csv_or_gz_finds_the_xz_twin_of_a_gz_name(tmp_path):
+    """Readers that name the .csv.gz get the .csv.xz when the data were committed that way."""
+    from utils.paths import csv_or_gz
+    from utils.tables import read_machine_csv
+    d = tmp_path / "machine_q"
+    d.mkdir()
+    pd.DataFrame({"model": ["m"], "x": [3]}).to_csv(d / "trace_nodes.csv.xz", index=False)
+    assert csv_or_gz(d / "trace_nodes.csv.gz") == d / "trace_nodes.csv.xz"
+    df = read_machine_csv(d, "trace_nodes.csv.gz", ["model", "x"])
+    assert df["x"].tolist() == [3] and df["machine"].tolist() == ["machine_q"]
+    with pytest.raises(HaseError, match="missing column 'y'"):
+        read_machine_csv(d, "trace_nodes.csv.gz", ["model", "y"])

@@ -28,7 +28,7 @@ def base_parser(description: str, phase_dir: str, config_name: str = "config.yam
 
 
 # mappings whose keys are data, not settings: a new value replaces them whole
-FREE_MAPS = {"queries", "pin_dims"}
+FREE_MAPS = {"queries", "pin_dims", "gpus"}
 
 
 def _merge(base: dict, upd: dict, source: str, prefix: str = "") -> dict:

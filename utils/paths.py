@@ -40,6 +40,10 @@ def train_models_dir() -> Path:      # phase 5
     return home() / "training" / "models"
 
 
+def train_results_dir() -> Path:     # phase 5 reports (committed)
+    return home() / "training" / "results"
+
+
 def dag_dir() -> Path:               # phase 6
     return home() / "graph_model" / "model_DAG"
 
@@ -97,11 +101,22 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+COMPRESSED = (".gz", ".xz")   # how large measured tables are committed (pandas reads both as they are)
+
+
 def csv_or_gz(path: Path) -> Path:
-    """The CSV, or its gzipped twin (`name.csv.gz`, how large measured data is committed) when only that exists."""
+    """The table at `path`, or, when only that exists, its twin with another compression (name.csv,
+    name.csv.gz, name.csv.xz: large measured data is committed compressed)."""
     path = Path(path)
-    gz = path.with_name(path.name + ".gz")
-    return gz if not path.exists() and gz.exists() else path
+    if path.exists():
+        return path
+    base = path.name
+    for ext in COMPRESSED:
+        base = base.removesuffix(ext)
+    for cand in (base, *(base + ext for ext in COMPRESSED)):
+        if (path.parent / cand).exists():
+            return path.parent / cand
+    return path
 
 
 def expand_globs(patterns) -> list:

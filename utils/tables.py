@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from utils import paths
 from utils.errors import HaseError
 
 
@@ -11,7 +12,7 @@ def read_machine_csv(folder, name: str, required, what: str = "table") -> pd.Dat
     """<folder>/<name> (CSV, gzipped or not) with a `machine` column (the folder's name). A missing,
     unreadable or empty file, or a missing required column -> one-line HaseError naming the file."""
     folder = Path(folder)
-    path = folder / name
+    path = paths.csv_or_gz(folder / name)
     if not path.exists():
         raise HaseError(f"{name} missing (not a machine folder of {what}s)", folder)
     try:

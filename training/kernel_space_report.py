@@ -1,0 +1,203 @@
+"""Phase 5 on the kernel space (issue 13): per-kernel GPU time learned from the packed CUPTI measurements of the
+sampled and zoo kernels (benchmark/multi_kernel_runner.py), per GPU, and how an H200 predictor transfers to an H100.
+
+  python training/kernel_space_report.py [--set gpus={nvidia-h200: path, ...}] [--set transfer=[from, to]]
+
+Per GPU (held-out configurations: 20% of the Kernel_IDs, phase 5's split and seed):
+  phase5        training/train_kernel_model.py itself on the packed CSV (target: the kernel's CUPTI GPU time,
+                latency_node_ms_median): test MAPE overall and per type (its manifest's metrics)
+  roofline      one XGBoost over all types on the phase 5 features, three ways on the same split: the raw
+                features and log time; plus roofline features (time at the achieved peak FLOP/s and bytes/s);
+                and the log of time / roofline time as the target. The peaks are the 99th percentile of
+                FLOPs/time and bytes/time over the training kernels (a stand-in for a per-GPU microbenchmark:
+                Hase has none yet). `extrapolate`: trained on the 80% smallest kernels by FLOPs, tested on the
+                largest 20%.
+Transfer (same Kernel_IDs measured on both GPUs): the source GPU's model predicting the target GPU's times, as
+is and rescaled per kernel by the ratio of the two GPUs' roofline times (what re-running only a peak
+microbenchmark on the new GPU would give), beside the target's own model.
+Writes training/results/<gpu>/kernel_space_summary.json and training/results/kernel_space_transfer.json.
+"""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from training import features as F  # noqa: E402
+from training.train_kernel_model import group_split, load_dataset  # noqa: E402
+from utils import paths  # noqa: E402
+from utils.config import base_parser, from_args, save_resolved  # noqa: E402
+from utils.errors import HaseError, run_main  # noqa: E402
+from utils.logger import get_logger  # noqa: E402
+from utils.metrics import accuracy  # noqa: E402
+
+DEFAULTS = {"gpus": {"nvidia-h200": "benchmark/results/nvidia-h200/kernel_space/kernels.csv.xz",
+                     "nvidia-h100": "benchmark/results/nvidia-h100/kernel_space/kernels.csv.xz"},
+            "target": "latency_node_ms_median", "test_fraction": 0.2, "seed": 0, "peak_quantile": 0.99,
+            "floor_us": 1.0,   # a kernel never runs faster than this: the roofline time's additive floor
+            "transfer": ["nvidia-h200", "nvidia-h100"], "phase5": True,
+            "xgboost": {"n_estimators": 400, "max_depth": 6, "learning_rate": 0.05, "subsample": 0.9,
+                        "colsample_bytree": 0.9}}
+
+
+def frame(csv: Path, target: str) -> tuple:
+    """(rows, feature frame, time in us) of a packed kernel CSV: phase 5's rows and features."""
+    df = load_dataset(csv, target).reset_index(drop=True)
+    X = F.feature_frame(df.to_dict("records"), [], F.type_vocabulary(df["OpType"])).drop(columns=[F.META_TYPE])
+    return df, X, df[target].to_numpy(float) * 1e3
+
+
+def peaks(X: pd.DataFrame, t_us: np.ndarray, idx, q: float) -> tuple:
+    """Achieved peak FLOP/us and bytes/us over the kernels idx (the q quantile, not the max: one bad
+    measurement must not set the roof)."""
+    return (float(np.quantile(X["flops"].to_numpy()[idx] / t_us[idx], q)),
+            float(np.quantile(X["bytes_total"].to_numpy()[idx] / t_us[idx], q)))
+
+
+def roofline_us(X: pd.DataFrame, pk: tuple, floor_us: float) -> np.ndarray:
+    return np.maximum(X["flops"].to_numpy() / pk[0], X["bytes_total"].to_numpy() / pk[1]) + floor_us
+
+
+def with_roofline(X: pd.DataFrame, pk: tuple, floor_us: float) -> pd.DataFrame:
+    tc, tm = X["flops"].to_numpy() / pk[0], X["bytes_total"].to_numpy() / pk[1]
+    return X.assign(log_roofline_us=np.log(roofline_us(X, pk, floor_us)), log_compute_us=np.log(tc + 1e-3),
+                    log_memory_us=np.log(tm + 1e-3), log_compute_over_memory=np.log((tc + 1e-3) / (tm + 1e-3)))
+
+
+def xgb_fit_predict(cfg: dict, Xtr, ytr, Xte, seed: int) -> np.ndarray:
+    import xgboost as xgb
+    return xgb.XGBRegressor(**cfg, random_state=seed, n_jobs=0).fit(Xtr, ytr).predict(Xte)
+
+
+def variants(X, t, tr, te, cfg) -> dict:
+    """Test accuracy of raw features / + roofline features / roofline-ratio target on one split."""
+    pk = peaks(X, t, tr, cfg["peak_quantile"])
+    roof = roofline_us(X, pk, cfg["floor_us"])
+    Xr = with_roofline(X, pk, cfg["floor_us"])
+    out = {}
+    for name, XX, ratio in (("raw_features", X, False), ("roofline_features", Xr, False),
+                            ("roofline_ratio_target", Xr, True)):
+        y = np.log(t / roof) if ratio else np.log(t)
+        p = np.exp(xgb_fit_predict(cfg["xgboost"], XX.iloc[tr], y[tr], XX.iloc[te], cfg["seed"]))
+        out[name] = p * roof[te] if ratio else p
+    return out, pk
+
+
+def by_type(pred, actual, types) -> dict:
+    d = pd.DataFrame({"p": pred, "a": actual, "t": types})
+    return {t: accuracy(g["p"], g["a"]) for t, g in d.groupby("t")}
+
+
+def gpu_report(name: str, csv: Path, cfg: dict, log) -> dict:
+    df, X, t = frame(csv, cfg["target"])
+    tr, te = group_split(df["Kernel_ID"].to_numpy(), cfg["test_fraction"], cfg["seed"])
+    preds, pk = variants(X, t, tr, te, cfg)
+    types = df["OpType"].to_numpy()[te]
+    rep = {"csv": str(csv), "kernels": int(len(df)), "types": int(df["OpType"].nunique()),
+           "sampled_kernels": int(df["source"].astype(str).str.contains("kspace").sum()) if "source" in df else None,
+           "achieved_peak_tflops": pk[0] / 1e6, "achieved_peak_tb_per_s": pk[1] / 1e6,
+           "roofline": {k: {"test": accuracy(v, t[te]), "test_by_type": by_type(v, t[te], types)}
+                        for k, v in preds.items()}}
+    small = np.where(X["flops"].to_numpy() <= np.quantile(X["flops"], 0.8))[0]
+    big = np.setdiff1d(np.arange(len(df)), small)
+    ext, _ = variants(X, t, small, big, cfg)
+    rep["extrapolate_to_largest_20pct_flops"] = {k: accuracy(v, t[big]) for k, v in ext.items()}
+    tp = csv.parent / "throughput.json"
+    if tp.exists():
+        rep["collection"] = json.loads(tp.read_text()).get("last")
+    log.info("%s: %d kernels; raw features MAPE %.1f%%, roofline ratio %.1f%%; peaks %.0f TFLOP/s, %.2f TB/s", name,
+             len(df), rep["roofline"]["raw_features"]["test"]["mape_pct"],
+             rep["roofline"]["roofline_ratio_target"]["test"]["mape_pct"], pk[0] / 1e6, pk[1] / 1e6)
+    return rep
+
+
+def phase5(name: str, csv: Path, cfg: dict) -> dict:
+    """training/train_kernel_model.py on the packed CSV (its own split and candidates); its manifest metrics."""
+    slug = f"{name}-kernel-space"
+    cmd = [sys.executable, str(Path(__file__).resolve().parent / "train_kernel_model.py"), "--device", "cuda",
+           "--set", f"data_csv={csv}", "--set", f"target={cfg['target']}", "--set", f"device_slug={slug}",
+           "--set", f"seed={cfg['seed']}", "--set", f"test_fraction={cfg['test_fraction']}"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise HaseError(f"phase 5 failed on the kernel space: {p.stderr.strip().splitlines()[-1:]}", csv)
+    man = json.loads((paths.train_models_dir() / slug / "manifest.json").read_text())
+    m = man["metrics"]
+    return {"models_dir": str(paths.train_models_dir() / slug), "test_mape_pct": m["test"]["mape_pct"],
+            "test": m["test"], "test_mape_pct_by_type": {t: v["mape_pct"] for t, v in m["test_by_type"].items()},
+            "test_by_type": m["test_by_type"],
+            "types_over_15pct_with_30_rows": sorted(t for t, v in m["test_by_type"].items()
+                                                    if v.get("n", 0) >= 30 and v["mape_pct"] > 15)}
+
+
+def transfer(src: Path, dst: Path, cfg: dict) -> dict:
+    """The source GPU's model on the target GPU's held-out kernels: as is, rescaled by the roofline ratio."""
+    ds, Xs, ts = frame(src, cfg["target"])
+    dd, Xd, td = frame(dst, cfg["target"])
+    common = sorted(set(ds["Kernel_ID"]) & set(dd["Kernel_ID"]))
+    if not common:
+        raise HaseError("no Kernel_ID measured on both GPUs", dst)
+    tr_ids, te_ids = group_split(np.array(common), cfg["test_fraction"], cfg["seed"])
+    tr_k, te_k = set(np.array(common)[tr_ids]), set(np.array(common)[te_ids])
+    s_tr = np.where(ds["Kernel_ID"].isin(tr_k))[0]
+    d_tr, d_te = np.where(dd["Kernel_ID"].isin(tr_k))[0], np.where(dd["Kernel_ID"].isin(te_k))[0]
+    Xd_te = Xd.iloc[d_te][Xs.columns] if set(Xs.columns) <= set(Xd.columns) else None
+    if Xd_te is None:
+        raise HaseError("feature columns differ between the two GPUs' kernels", dst)
+    as_is = np.exp(xgb_fit_predict(cfg["xgboost"], Xs.iloc[s_tr], np.log(ts[s_tr]), Xd_te, cfg["seed"]))
+    pk_s, pk_d = peaks(Xs, ts, s_tr, cfg["peak_quantile"]), peaks(Xd, td, d_tr, cfg["peak_quantile"])
+    scale = roofline_us(Xd_te, pk_d, cfg["floor_us"]) / roofline_us(Xd_te, pk_s, cfg["floor_us"])
+    own = np.exp(xgb_fit_predict(cfg["xgboost"], Xd.iloc[d_tr], np.log(td[d_tr]), Xd_te, cfg["seed"]))
+    ratio = td[d_te] / pd.Series(ts, index=ds["Kernel_ID"]).reindex(dd["Kernel_ID"].iloc[d_te]).to_numpy()
+    return {"from": str(src), "to": str(dst), "common_kernels": len(common), "test_kernels": int(len(d_te)),
+            "measured_time_ratio_to_over_from": {"median": float(np.nanmedian(ratio)),
+                                                 "p10": float(np.nanquantile(ratio, 0.1)),
+                                                 "p90": float(np.nanquantile(ratio, 0.9))},
+            "source_model_as_is": accuracy(as_is, td[d_te]),
+            "source_model_roofline_rescaled": accuracy(as_is * scale, td[d_te]),
+            "target_own_model": accuracy(own, td[d_te]),
+            "peaks": {"from": {"tflops": pk_s[0] / 1e6, "tb_per_s": pk_s[1] / 1e6},
+                      "to": {"tflops": pk_d[0] / 1e6, "tb_per_s": pk_d[1] / 1e6}}}
+
+
+def main() -> int:
+    p = base_parser("Phase 5: kernel-space predictors per GPU and their transfer", "training",
+                    "kernel_space_report.yaml")
+    args = p.parse_args()
+    cfg = from_args(args, DEFAULTS)
+    log = get_logger("training", args.log_level)
+    out_root = paths.train_results_dir()
+    reports = {}
+    for name, csv in cfg["gpus"].items():
+        csv = Path(csv)
+        if not csv.exists():
+            raise HaseError("file not found", csv)
+        rep = gpu_report(name, csv, cfg, log)
+        if cfg["phase5"]:
+            rep["phase5"] = phase5(name, csv, cfg)
+            rep["test_mape_pct"] = rep["phase5"]["test_mape_pct"]
+            rep["test_mape_pct_by_type"] = rep["phase5"]["test_mape_pct_by_type"]
+            log.info("%s phase 5: test MAPE %.1f%%; types with >= 30 test rows above 15%%: %s", name,
+                     rep["test_mape_pct"], rep["phase5"]["types_over_15pct_with_30_rows"])
+        d = out_root / name
+        d.mkdir(parents=True, exist_ok=True)
+        paths.atomic_write_text(d / "kernel_space_summary.json", json.dumps(rep, indent=1, default=float) + "\n")
+        reports[name] = rep
+    if cfg["transfer"]:
+        a, b = cfg["transfer"]
+        if a not in cfg["gpus"] or b not in cfg["gpus"]:
+            raise HaseError(f"transfer names GPUs not in gpus: {a}, {b}", "transfer")
+        tr = transfer(Path(cfg["gpus"][a]), Path(cfg["gpus"][b]), cfg)
+        paths.atomic_write_text(out_root / "kernel_space_transfer.json", json.dumps(tr, indent=1, default=float) + "\n")
+        log.info("transfer %s -> %s: as is MAPE %.1f%%, roofline-rescaled %.1f%%, own model %.1f%%", a, b,
+                 tr["source_model_as_is"]["mape_pct"], tr["source_model_roofline_rescaled"]["mape_pct"],
+                 tr["target_own_model"]["mape_pct"])
+    save_resolved(cfg, out_root)
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)

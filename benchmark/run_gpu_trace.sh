@@ -6,7 +6,8 @@
 #   source .device/activate.sh && setsid nohup bash benchmark/run_gpu_trace.sh /tmp/job > /tmp/job.log 2>&1 &
 #   bash benchmark/gpu_wait.sh /tmp/job 540 $OUT      # waits, then packs what is done into $OUT
 # Env: SESSIONS (default 5) fresh sessions per model with ORT's default EXHAUSTIVE search;
-#      ALT_ALGOS (e.g. "HEURISTIC DEFAULT") then ALT_SESSIONS (default 3) sessions with each of those.
+#      ALT_ALGOS (e.g. "HEURISTIC DEFAULT") then ALT_SESSIONS (default 3) sessions with each of those;
+#      ZOO=0: only the ten outside architectures (a second GPU's held-out check).
 set -uo pipefail
 JOB=${1:?job dir}; shift; mkdir -p "$JOB"
 export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1
@@ -23,8 +24,7 @@ quiet() { grep -vE "Warning|_warn_once|plugin EP"; }
 echo "stage outside-export $(el)"
 # one call per config: a model whose validation fails must not stop the others
 for m in "${OUTSIDE[@]}"; do for b in 1 32; do export_model "$m" "$b" 224; done; done
-echo "stage zoo-export $(el)"
-export_zoo; export_extra
+if [ "${ZOO:-1}" = 1 ]; then echo "stage zoo-export $(el)"; export_zoo; export_extra; fi
 echo "stage trace $(el)"
 "${TRACE[@]}" --set "sessions=${SESSIONS:-5}" 2>&1 | quiet
 echo "stage records $(el)"

@@ -47,7 +47,7 @@ DEFAULTS = {"timeline_dirs": ["benchmark/results/nvidia-h200/timeline/machine_*"
             "records": "ort_analysis/ort_kernel_record/nvidia-h200", "predictor_dir": "",
             "baseline_timeline_model": "inference/results/nvidia-h200/timeline_model.json",
             "train_archs": ZOO, "algo": "EXHAUSTIVE", "gpu_floor_frac": 0.0, "gpu_source": "cupti_table",
-            "host_lines": True,  # host per class a + b * GPU time (cupti_table only); false: the op type's median
+            "host_lines": True,  # host per class a + b * its predicted GPU time; false: the op type's median
             "dispatch_bound_idle_frac": 0.5,   # sessions whose GPU idles this share of the span: host-bound
             "spread_quantiles": [0.1, 0.9],
             "out": "inference/results/nvidia-h200/measured", "summary": "inference/results/nvidia-h200/summary.json"}
@@ -119,14 +119,15 @@ def gpu_overhead_us(per_node: pd.DataFrame, preps: dict) -> tuple:
     return overhead, float(np.median(tiny)) if len(tiny) else 0.0, len(pairs)
 
 
-def host_lines(per_node: pd.DataFrame, records: dict, table: dict, min_nodes: int = 20) -> dict:
-    """Host dispatch per kernel class as a + b * (the class's predicted GPU time), by least squares with
-    a, b >= 0 over the training nodes (b = 0 where the host does not follow the kernel's size)."""
+def host_lines(per_node: pd.DataFrame, records: dict, gpu_of: dict, min_nodes: int = 20) -> dict:
+    """Host dispatch per kernel class as a + b * (the kernel's predicted GPU time: gpu_of[model], the array the
+    prediction will use), by least squares with a, b >= 0 over the training nodes (b = 0 where the host does
+    not follow the kernel's size)."""
     from scipy.optimize import nnls
     rows = []
     for m, r in records.items():
         h = per_node[per_node["model"] == m].set_index("node")["host_plain_us"]
-        g = tm.gpu_table_us(r, table)
+        g = gpu_of[m]
         rows += [(tm.gpu_key(k), gi, float(h[k["node_name"]])) for k, gi in zip(r["kernels"], g)
                  if k["node_name"] in h.index]
     d = pd.DataFrame(rows, columns=["key", "gpu_us", "host_us"])
@@ -263,8 +264,9 @@ def main() -> int:
     if cfg["gpu_source"] == "cupti_table":
         model["gpu_table"] = gpu_table(per_node, {m: records[m] for m in train})
         if cfg["host_lines"]:
-            model["host_table"]["by_key_line"] = host_lines(per_node, {m: records[m] for m in train},
-                                                            model["gpu_table"])
+            model["host_table"]["by_key_line"] = host_lines(
+                per_node, {m: records[m] for m in train},
+                {m: tm.gpu_table_us(records[m], model["gpu_table"]) for m in train})
     elif cfg["gpu_source"] != "predictor":
         raise HaseError(f"gpu_source must be cupti_table or predictor, not '{cfg['gpu_source']}'")
     from inference.predict_model_latency import prepare_record
@@ -279,6 +281,11 @@ def main() -> int:
     model["standalone_overhead_us"], model["gpu_floor_us"] = overhead, floor_us
     for m in models:
         preps[m]["floor_us"] = floor_us
+    if not model.get("gpu_table") and cfg["host_lines"]:  # lines on the predictor's kernel times
+        model["host_table"]["by_key_line"] = host_lines(per_node, {m: records[m] for m in train},
+                                                        {m: preps[m]["dev"] for m in train})
+        for m in models:
+            preps[m]["h"] = tm.host_us(records[m], model["host_table"], preps[m]["dev"])
     model["params"] = dict(tm.DEFAULT_PARAMS, c0_us=lines["h2d"]["us0"] + lines["d2h"]["us0"], kappa=1.0,
                            overhead_us=overhead, copy_scale=1.0)
     model["measured"] = {"cupti_launch_us": launch_cost, "overhead_us": overhead, "gpu_floor_us": floor_us,
@@ -297,7 +304,9 @@ def main() -> int:
     lab = labels(sessions, q)
     meas = sessions.assign(host_plain_us=sessions["host_sum_us"] - launch_cost * sessions["n_gpu_ops"]) \
         .groupby("model")[["host_plain_us", "gpu_sum_us"]].median()
-    base_prep = {m: prepare_record(records[m], predictor, base) for m in models} if base else None
+    # the fitted baseline was made with the standalone-kernel predictor: judge it with that one
+    base_pred = predictor if not cfg["predictor_dir"] else load_predictor(paths.train_models_dir() / "nvidia-h200")
+    base_prep = {m: prepare_record(records[m], base_pred, base) for m in models} if base else None
     rows = []
     for m in models:
         e2e, dev = predict(preps[m], model["params"], spread, True), predict(preps[m], model["params"], spread, False)

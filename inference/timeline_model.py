@@ -198,7 +198,7 @@ def prepared(record: dict, kernel_ms: dict, model: dict) -> dict:
     d2h = out_b * cm["d2h_us_per_byte"] if cm else copy_us(bw, "d2h", out_b)
     # GPU time: the CUPTI table where the model has one (overhead 0), else the standalone kernel times
     dev = gpu_table_us(record, model["gpu_table"]) if model.get("gpu_table") else standalone_us(record, kernel_ms)
-    return {"h": host_us(record, model["host_table"], dev if model.get("gpu_table") else None),
+    return {"h": host_us(record, model["host_table"], dev if model["host_table"].get("by_key_line") else None),
             "launch_at_start": model.get("host_semantics") == LAUNCH, "dev": dev,
             "floor": float(model["gpu_floor_frac"]), "floor_us": float(model.get("gpu_floor_us", 0.0)),
             "on_host": np.array([k.get("ep") == CPU_EP for k in record["kernels"]]),

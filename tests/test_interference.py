@@ -138,3 +138,25 @@ def test_missing_calibration_row_names_the_load(tmp_path):
                    timeout=300)
     assert p.returncode != 0
     assert "load 'cnn_train@0.3' has sessions but no calibration row" in p.stderr
+
+
+def test_judge_timeline_on_the_committed_h100_sessions(tmp_path):
+    """A timeline model judged on another GPU's sessions: labels are the medians over its sessions, every
+    model is predicted with p10 <= central <= p90, and the split names the architectures' split."""
+    out = tmp_path / "j"
+    run_script([str(REPO / "inference" / "judge_timeline.py"), "--set", f"out={out}"], tmp_path, cwd=REPO,
+               timeout=600)
+    s = json.loads((out / "summary.json").read_text())
+    assert "idle / held-out arch" in s["by_split"] and s["sessions_per_model"] >= 3
+    cases = pd.read_csv(out / "cases.csv")
+    sess = pd.read_csv(REPO / "benchmark/results/nvidia-h100/timeline/machine_a/trace_sessions.csv.gz")
+    m = cases["model"].iloc[0]
+    assert cases["e2e_ms"].iloc[0] == pytest.approx(sess.loc[sess["model"] == m, "e2e_median_ms"].median())
+    assert (cases["pred_e2e_p10_ms"] <= cases["pred_e2e_ms"] + 1e-9).all()
+    assert (cases["pred_e2e_ms"] <= cases["pred_e2e_p90_ms"] + 1e-9).all()
+
+
+def test_judge_timeline_needs_records(tmp_path):
+    p = run_script([str(REPO / "inference" / "judge_timeline.py"), "--set", f"records={tmp_path}",
+                    "--set", f"out={tmp_path / 'j'}"], tmp_path, cwd=REPO, check=False, timeout=300)
+    assert p.returncode != 0 and "no CUDA record for" in p.stderr

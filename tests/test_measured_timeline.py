@@ -164,7 +164,7 @@ def test_host_lines_follow_gpu_time_per_class():
     gpu = tm.gpu_table_us(rec, table)
     host = [20 + 0.5 * g if k["op_type"] == "Conv" else 7.0 for k, g in zip(kernels, gpu)]
     per = pd.DataFrame({"model": "m", "node": [k["node_name"] for k in kernels], "host_plain_us": host})
-    lines = fmt.host_lines(per, {"m": rec}, table)
+    lines = fmt.host_lines(per, {"m": rec}, {"m": gpu})
     assert lines["Conv"] == pytest.approx([20.0, 0.5], abs=1e-6) and lines["Relu"] == pytest.approx([7.0, 0.0], abs=1e-6)
     ht = {"by_op_us": {"Conv": 99.0, "Relu": 99.0}, "by_category_us": {}, "default_us": 1.0, "by_key_line": lines}
     got = tm.host_us(rec, ht, gpu)

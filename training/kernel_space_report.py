@@ -15,6 +15,7 @@ Per GPU (held-out configurations: 20% of the Kernel_IDs, phase 5's split and see
 Transfer (same Kernel_IDs measured on both GPUs): the source GPU's model predicting the target GPU's times, as
 is and rescaled per kernel by the ratio of the two GPUs' roofline times (what re-running only a peak
 microbenchmark on the new GPU would give), beside the target's own model.
+Per model record (`records`): the share of its predicted GPU time from the generic fallback (types the data lack).
 Writes training/results/<gpu>/kernel_space_summary.json and training/results/kernel_space_transfer.json.
 """
 import json
@@ -40,6 +41,7 @@ DEFAULTS = {"gpus": {"nvidia-h200": "benchmark/results/nvidia-h200/kernel_space/
             "target": "latency_node_ms_median", "test_fraction": 0.2, "seed": 0, "peak_quantile": 0.99,
             "floor_us": 1.0,   # a kernel never runs faster than this: the roofline time's additive floor
             "transfer": ["nvidia-h200", "nvidia-h100"], "phase5": True,
+            "records": "ort_analysis/ort_kernel_record/nvidia-h200/*.cuda.json.gz",  # fallback share per model
             "xgboost": {"n_estimators": 400, "max_depth": 6, "learning_rate": 0.05, "subsample": 0.9,
                         "colsample_bytree": 0.9}}
 
@@ -133,6 +135,29 @@ def phase5(name: str, csv: Path, cfg: dict) -> dict:
                                                     if v.get("n", 0) >= 30 and v["mape_pct"] > 15)}
 
 
+def fallback_shares(models_dir: Path, records_glob: str, csv: Path) -> dict:
+    """Per model record: the share of its predicted GPU time that the generic fallback predicts (kernel types
+    the kernel-space data lack), and those types; under the collection's idle load (median bg_ fields)."""
+    import glob
+    import warnings
+    from graph_model.dag_critical_path import load_record
+    from training.train_kernel_model import load_predictor
+    pred = load_predictor(models_dir)
+    idle = pd.read_csv(csv, usecols=list(pred.load_fields)).median().to_dict() if pred.load_fields else {}
+    out = {}
+    for f in sorted(glob.glob(records_glob)):
+        rec = load_record(Path(f))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ms = pred.predict_kernels(rec["kernels"], idle)
+        unseen = set(pred.unseen_types(rec["kernels"]))
+        tot = sum(ms.values())
+        fb = sum(ms[k["id"]] for k in rec["kernels"] if str(k["type"]) in unseen)
+        out[rec.get("model", Path(f).name)] = {"fallback_share": fb / tot if tot > 0 else 0.0,
+                                               "fallback_types": sorted(unseen)}
+    return out
+
+
 def transfer(src: Path, dst: Path, cfg: dict) -> dict:
     """The source GPU's model on the target GPU's held-out kernels: as is, rescaled by the roofline ratio."""
     ds, Xs, ts = frame(src, cfg["target"])
@@ -180,6 +205,13 @@ def main() -> int:
             rep["phase5"] = phase5(name, csv, cfg)
             rep["test_mape_pct"] = rep["phase5"]["test_mape_pct"]
             rep["test_mape_pct_by_type"] = rep["phase5"]["test_mape_pct_by_type"]
+            if cfg["records"]:
+                fb = fallback_shares(Path(rep["phase5"]["models_dir"]), cfg["records"], csv)
+                shares = [v["fallback_share"] for v in fb.values()]
+                rep["fallback_share_by_model"] = fb
+                rep["fallback_share_max"] = max(shares) if shares else None
+                log.info("%s: predicted GPU time from the generic fallback: max %.2f%% over %d models", name,
+                         100 * (rep["fallback_share_max"] or 0.0), len(shares))
             log.info("%s phase 5: test MAPE %.1f%%; types with >= 30 test rows above 15%%: %s", name,
                      rep["test_mape_pct"], rep["phase5"]["types_over_15pct_with_30_rows"])
         d = out_root / name

@@ -46,6 +46,7 @@ from utils.errors import HaseError, run_main  # noqa: E402
 from utils.logger import get_logger  # noqa: E402
 from utils.metrics import accuracy, error_pct  # noqa: E402
 from utils.ort_session import device_slug, provenance, resolve_device  # noqa: E402
+from utils.plots import save_png  # noqa: E402
 
 DEFAULTS = {"device": "auto", "predictor_dir": "", "timeline_model": "", "bandwidth_table": "",
             "levels": [0.0], "stressor_mode": "matmul", "loads": [], "settle_s": 2.0, "bg_sample_s": 0.3, "warmup": 10,
@@ -339,8 +340,7 @@ def plots(df: pd.DataFrame, slow: pd.DataFrame, out_dir: Path) -> None:
     fig, ax = plt.subplots(figsize=(5, 5))
     draw_pred_vs_actual(ax, df)
     fig.tight_layout()
-    fig.savefig(out_dir / "pred_vs_actual.png", dpi=110)
-    plt.close(fig)
+    save_png(fig, out_dir / "pred_vs_actual.png")
     fig, ax = plt.subplots(figsize=(5, 4))
     for est in ESTIMATORS:
         if f"{est}_ms" in df and df[f"{est}_ms"].notna().any():
@@ -350,8 +350,7 @@ def plots(df: pd.DataFrame, slow: pd.DataFrame, out_dir: Path) -> None:
     ax.set(xscale="log", xlabel="|error| %", ylabel="fraction of cases", title="error CDF")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(out_dir / "error_cdf.png", dpi=110)
-    plt.close(fig)
+    save_png(fig, out_dir / "error_cdf.png")
     held = slow[slow["load_split"] == "held-out neighbour"]
     if len(held):
         fig, ax = plt.subplots(figsize=(5.5, 5))
@@ -365,8 +364,7 @@ def plots(df: pd.DataFrame, slow: pd.DataFrame, out_dir: Path) -> None:
                title="held-out neighbours: slowdown")
         ax.legend(fontsize=7)
         fig.tight_layout()
-        fig.savefig(out_dir / "slowdown_heldout.png", dpi=110)
-        plt.close(fig)
+        save_png(fig, out_dir / "slowdown_heldout.png")
 
 
 def print_table(df: pd.DataFrame, summary: dict, group: str) -> None:

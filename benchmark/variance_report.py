@@ -29,6 +29,7 @@ from utils import paths  # noqa: E402
 from utils.config import base_parser, from_args  # noqa: E402
 from utils.errors import HaseError, run_main  # noqa: E402
 from utils.logger import get_logger  # noqa: E402
+from utils.plots import save_png  # noqa: E402
 from utils.tables import read_machine_csv  # noqa: E402
 
 DEFAULTS = {
@@ -352,7 +353,6 @@ def report_md(s: dict, base: str) -> str:
 
 
 def plot(df: pd.DataFrame, label: str, path: Path) -> None:
-    import io
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -383,10 +383,7 @@ def plot(df: pd.DataFrame, label: str, path: Path) -> None:
     a2.set_title("per model and machine")
     a2.legend()
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    paths.atomic_write_bytes(path, buf.getvalue())
+    save_png(fig, path)
 
 
 def resolve_folders(patterns) -> list:

@@ -39,6 +39,7 @@ from utils.config import base_parser, from_args, save_resolved  # noqa: E402
 from utils.errors import HaseError, run_main  # noqa: E402
 from utils.logger import get_logger  # noqa: E402
 from utils.metrics import accuracy  # noqa: E402
+from utils.plots import save_png  # noqa: E402
 from utils.tables import read_machines  # noqa: E402
 
 DEFAULTS = {"interference_dirs": ["benchmark/results/nvidia-h200/interference/machine_*"],
@@ -138,10 +139,7 @@ def slowdown_plot(cases: pd.DataFrame, path: Path) -> None:
     axes[0].set_ylabel("predicted slowdown")
     axes[1].legend(fontsize=7, loc="upper left")
     fig.tight_layout()
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
+    save_png(fig, path)
 
 
 def prepare_all(records: dict, model: dict, predictor_dir: str) -> dict:

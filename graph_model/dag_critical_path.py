@@ -34,6 +34,18 @@ DEFAULTS = {
 NODE_FIELDS = ("type", "category", "op_type", "ep", "node_name", "flops", "bytes_read", "bytes_written")
 
 
+def load_records(records_dir, models, ep: str = "cuda") -> dict:
+    """{model: its phase 2 record} from <records_dir>/<model>.<ep>.json.gz; a missing one -> HaseError naming it."""
+    records_dir = Path(records_dir)
+    out = {}
+    for m in models:
+        f = records_dir / f"{m}.{ep}.json.gz"
+        if not f.exists():
+            raise HaseError(f"no {ep.upper()} record for {m}", records_dir)
+        out[m] = load_record(f)
+    return out
+
+
 def load_record(path) -> dict:
     path = Path(path)
     if not path.exists():

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from graph_model.dag_critical_path import load_record  # noqa: E402
+from graph_model.dag_critical_path import load_records  # noqa: E402
 from inference import timeline_model as tm  # noqa: E402
 from utils import paths  # noqa: E402
 from utils.config import base_parser, from_args, save_resolved  # noqa: E402
@@ -175,15 +175,9 @@ def main() -> int:
     model = dict(base, interference=tm.RUN_SHARE)
     params = dict(base["params"], alpha=1.0, beta_us=0.0, clock_exp=0.0)
     idle_clock = float(base["idle_clock_mhz"])
-    train_archs = {paths.model_arch(m) for m in base.get("measured", {}).get("train_models", [])}
+    train_archs = tm.train_archs(base)
 
-    rdir = Path(cfg["records"])
-    records = {}
-    for m in sorted(sessions["model"].unique()):
-        f = rdir / f"{m}.cuda.json.gz"
-        if not f.exists():
-            raise HaseError(f"no CUDA record for {m}", rdir)
-        records[m] = load_record(f)
+    records = load_records(cfg["records"], sorted(sessions["model"].unique()))
     preps = prepare_all(records, model, cfg["predictor_dir"])
 
     # run_gpu_slices.sh measures idle first and again last (idle_end): one idle label over both

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from graph_model.dag_critical_path import io_bytes, load_record  # noqa: E402
+from graph_model.dag_critical_path import io_bytes, load_records  # noqa: E402
 from inference import timeline_model as tm  # noqa: E402
 from utils import paths  # noqa: E402
 from utils.config import base_parser, from_args, save_resolved  # noqa: E402
@@ -229,13 +229,7 @@ def main() -> int:
     sessions = sessions[sessions["cudnn_conv_algo_search"] == cfg["algo"]]
     nodes = nodes[nodes["cudnn_conv_algo_search"] == cfg["algo"]]
     models = sorted(sessions["model"].unique())
-    rdir = Path(cfg["records"])
-    records = {}
-    for m in models:
-        f = rdir / f"{m}.cuda.json.gz"
-        if not f.exists():
-            raise HaseError(f"no CUDA record for {m}", rdir)
-        records[m] = load_record(f)
+    records = load_records(cfg["records"], models)
     train = [m for m in models if paths.model_arch(m) in set(cfg["train_archs"])]
     if not train:
         raise HaseError("no training architecture among the measured models", "train_archs")

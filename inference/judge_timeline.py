@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pandas as pd  # noqa: E402
 
-from graph_model.dag_critical_path import load_record  # noqa: E402
+from graph_model.dag_critical_path import load_records  # noqa: E402
 from inference import timeline_model as tm  # noqa: E402
 from inference.fit_interference import prepare_all  # noqa: E402
 from inference.fit_measured_timeline import NEED_S, labels, predict  # noqa: E402
@@ -49,17 +49,9 @@ def main() -> int:
     if sessions.empty:
         raise HaseError(f"no {cfg['algo']} sessions", dirs[0])
     model = tm.load(Path(cfg["timeline_model"]))
-    rdir = Path(cfg["records"])
-    records = {}
-    for m in sorted(sessions["model"].unique()):
-        f = rdir / f"{m}.cuda.json.gz"
-        if not f.exists():
-            raise HaseError(f"no CUDA record for {m}", rdir)
-        records[m] = load_record(f)
+    records = load_records(cfg["records"], sorted(sessions["model"].unique()))
     preps = prepare_all(records, model, cfg["predictor_dir"])
-    for pr in preps.values():
-        pr["floor_us"] = float(model.get("gpu_floor_us", 0.0))
-    train = {paths.model_arch(m) for m in model.get("measured", {}).get("train_models", [])}
+    train = tm.train_archs(model)
     lab = labels(sessions, q)
     rows = []
     for m, prep in preps.items():

@@ -243,7 +243,7 @@ def predict_record(record: dict, predictor, load: dict, model=None, options=None
     terms = tm.load_terms(load, model["idle_clock_mhz"])
     res = tm.predict_us(prep, p, terms, copies)
     idle = tm.predict_us(prep, p, tm.load_terms(model["idle_load"], model["idle_clock_mhz"]), copies)
-    spread = tm.with_spread(prep, p, terms, model.get("spread"), copies, central_us=res["total_us"])
+    spread = tm.with_spread(prep, p, terms, model.get("spread"), copies, central=res)
     host = prep["h"] * p["kappa"]
     run_share = prep.get("interference") == tm.RUN_SHARE
     # run-level slicing: the neighbour's cost is one run-level term, the kernels keep their idle GPU time

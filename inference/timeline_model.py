@@ -282,17 +282,16 @@ def with_options(prep: dict, model: dict, algo: str) -> dict:
     return dict(prep, gpu_scale=prep.get("gpu_scale", 1.0) * r["ratio"])
 
 
-def with_spread(prep: dict, p: dict, terms: dict, spread, copies: bool = True, central_us=None) -> dict:
+def with_spread(prep: dict, p: dict, terms: dict, spread, copies: bool = True, central=None) -> dict:
     """Central, p10 and p90 session.run (us): the timeline with the host dispatch and the copy terms at
     the measured per-session quantiles (host speed is what varies between fresh sessions). Without a
-    measured spread p10 = p90 = central. central_us: the central timeline's total when already run.
+    measured spread p10 = p90 = central. central: predict_us()'s result for these terms when already run.
     Run-level slicing under a part-time neighbour: runs are a mixture, a share u of them hit by the
     neighbour (extra E / u each, mean extra E), the rest not; p10 is an unhit run unless u >= 0.9, p90 a hit
     one unless u <= 0.1."""
     run_share = prep.get("interference") == RUN_SHARE and prep["device"] != "cpu"
-    central = predict_us(prep, p, terms, copies) if central_us is None or run_share else None
-    if central_us is None:
-        central_us = central["total_us"]
+    central = central or predict_us(prep, p, terms, copies)
+    central_us = central["total_us"]
     out = {"central": central_us, "p10": central_us, "p90": central_us}
     extra, u = (central["interference_us"], terms["u"]) if run_share else (0.0, 0.0)
     hit10 = extra if u >= 0.9 else 0.0
@@ -360,6 +359,11 @@ def at_bounds(params: dict, free) -> list:
 
 
 # ---- persistence -----------------------------------------------------------------------------
+def train_archs(model: dict) -> set:
+    """The architectures a timeline model with measured terms was fitted on (its measured train_models)."""
+    return {paths.model_arch(m) for m in model.get("measured", {}).get("train_models", [])}
+
+
 def save(model: dict, path: Path) -> None:
     paths.atomic_write_text(path, json.dumps({"format": FORMAT, **model}, indent=1, default=float) + "\n")
 

@@ -37,6 +37,7 @@ import shutil
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -69,7 +70,7 @@ IDLE = {"stress_level": 0, "load": "idle"}
 DEFAULTS = {"device": "auto", "device_id": 0, "records": [], "chunk": 48, "max_pack_mb": 8000, "warmup": 5,
             "runs": 20, "wall_loops": 10, "io": "device", "opt_level": "disable", "threads": 0, "seed": 0,
             "max_kernels": 0, "max_minutes": 0, "skip_categories": ["transfer"], "out": "kernel_space",
-            "bg_sample_ms": 100, "cudnn_conv_algo_search": "EXHAUSTIVE",
+            "bg_sample_ms": 100, "cudnn_conv_algo_search": "EXHAUSTIVE", "prefetch": True,
             "metrics": json.loads(json.dumps(COLLECTOR_DEFAULTS["metrics"]))}
 
 
@@ -188,14 +189,19 @@ def done_ids(path: Path) -> set:
 
 # ---- measuring -------------------------------------------------------------------------------------
 
-def measure_pack(items: list, device: str, cfg: dict, source) -> dict:
-    """Build, run and attribute one pack. Returns {rows per kernel id: (times, host)}, cost, metrics."""
-    cost = {}
+def build_blob(items: list, seed: int) -> tuple:
+    """(serialized packed model, seconds it took)."""
     t = time.perf_counter()
+    blob = pack_kernels([it[0] for it in items], items[0][1], seed).SerializeToString()
+    return blob, time.perf_counter() - t
+
+
+def measure_pack(items: list, device: str, cfg: dict, source, built=None) -> dict:
+    """Build (unless `built` = build_blob's result), run and attribute one pack. Returns {rows per kernel
+    id: (times, host)}, cost, metrics."""
+    cost = {}
     kernels = [it[0] for it in items]
-    model = pack_kernels(kernels, items[0][1], cfg["seed"])
-    blob = model.SerializeToString()
-    cost["build_s"] = time.perf_counter() - t
+    blob, cost["build_s"] = built if built is not None else build_blob(items, cfg["seed"])
     tmp = Path(tempfile.mkdtemp(prefix="hase_pack_"))
     try:
         t = time.perf_counter()
@@ -253,10 +259,10 @@ def measure_pack(items: list, device: str, cfg: dict, source) -> dict:
             "start_ts": start_ts, "end_ts": end_ts}
 
 
-def measure_items(items: list, pack_no: int, device: str, cfg: dict, source, tail: dict, log) -> tuple:
+def measure_items(items: list, pack_no: int, device: str, cfg: dict, source, tail: dict, log, built=None) -> tuple:
     """Rows of one pack; on a pack failure, each kernel alone (pack of 1). Returns (rows, cost)."""
     try:
-        res = measure_pack(items, device, cfg, source)
+        res = measure_pack(items, device, cfg, source, built)
     except Exception as e:  # one bad kernel (or OOM) must not lose the pack: measure them one by one
         if len(items) == 1:
             # a kernel alone gets one more try: on a loaded CPU ORT's profile of a few-us run sometimes
@@ -345,6 +351,8 @@ def validate(cfg: dict) -> None:
         v = cfg[k]
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
             raise HaseError(f"{k} must be a number >= 0, got {v!r}")
+    if not isinstance(cfg["prefetch"], bool):
+        raise HaseError(f"prefetch must be true or false, got {cfg['prefetch']!r}")
     if cfg["io"] not in ("e2e", "device"):
         raise HaseError(f"io must be e2e or device, got {cfg['io']!r}")
 
@@ -394,14 +402,25 @@ def main() -> int:
     deadline = time.monotonic() + cfg["max_minutes"] * 60 if cfg["max_minutes"] else math.inf
     t0 = time.perf_counter()
     cost, all_rows, n_packs = {}, [], 0
+    # CUDA: the next pack is built (Python + protobuf, CPU only) while this one runs; its GPU times do not
+    # depend on the host. CPU EP: never (the node times there ARE the host's compute)
+    pool = ThreadPoolExecutor(max_workers=1) if cfg["prefetch"] and device == "cuda" else None
     source.start()
     try:
         with progress(total=len(todo), desc="kernels", unit="kernel") as bar:
+            nxt = pool.submit(build_blob, packs[0], cfg["seed"]) if pool and packs else None
             for i, pack in enumerate(packs):
                 if time.monotonic() >= deadline:
                     log.info("time budget reached after %d of %d packs; run again to continue", i, len(packs))
                     break
-                rows, c = measure_items(pack, i, device, cfg, source, tail, log)
+                built = None
+                if nxt is not None:
+                    try:
+                        built = nxt.result()
+                    except Exception:   # noqa: BLE001 (measure_items builds it again and reports per kernel)
+                        built = None
+                    nxt = pool.submit(build_blob, packs[i + 1], cfg["seed"]) if i + 1 < len(packs) else None
+                rows, c = measure_items(pack, i, device, cfg, source, tail, log, built)
                 for r in rows:
                     klog.write({k: v for k, v in r.items() if not k.startswith("_")})
                 for k, v in c.items():
@@ -412,6 +431,8 @@ def main() -> int:
                 bar.update(len(pack))
                 bar.set_postfix_str(f"{sum(r['status'] != 'failed' for r in all_rows) / el:.1f} kernels/s")
     finally:
+        if pool:
+            pool.shutdown(wait=False, cancel_futures=True)
         source.stop()
         klog.close()
     wall = time.perf_counter() - t0
@@ -419,6 +440,7 @@ def main() -> int:
     n_failed = sum(r["status"] == "failed" for r in all_rows)
     entry = {"device": device, "gpu_name": prov.get("gpu_name", ""), "ort_version": prov["ort_version"],
              "date_utc": prov.get("date_utc", ""), "chunk": cfg["chunk"], "runs": cfg["runs"], "warmup": cfg["warmup"],
+             "prefetch": bool(cfg["prefetch"] and device == "cuda"),
              "timing": TIMING[device], **throughput_summary(n_ok, n_failed, n_packs, wall, cost, all_rows)}
     write_throughput(out_dir / THROUGHPUT_JSON, entry)
     log.info("%d kernels measured (%d failed) in %d packs, %.1f s: %s kernel measurements/s; seconds %s",

@@ -339,3 +339,126 @@ def test_kernel_space_report_rejects_unknown_transfer_gpu(tmp_path):
     p = run_script([str(REPO / "training" / "kernel_space_report.py"), "--set", "phase5=false",
                     "--set", "gpus={}", "--set", "transfer=[a, b]"], tmp_path, check=False, timeout=300, cwd=REPO)
     assert p.returncode != 0 and "transfer names GPUs not in gpus: a, b" in p.stderr
+
+
+# ---------- collection speed-ups, peaks, adaptive errors, imports (session 7) ----------
+def test_dummy_array_repeats_one_random_block_above_the_tile():
+    from utils.onnx_io import TILE_ELEMS, dummy_array
+    big = dummy_array([3, TILE_ELEMS + 5], "float32", np.random.default_rng(1))
+    flat = big.reshape(-1)
+    assert big.shape == (3, TILE_ELEMS + 5) and big.dtype == np.float32 and big.flags["C_CONTIGUOUS"]
+    assert -1.0 <= flat.min() and flat.max() < 1.0 and flat.std() > 0.5   # uniform [-1, 1), not zeros
+    assert flat[TILE_ELEMS + 7] == flat[7] and flat[-1] == flat[(flat.size - 1) % TILE_ELEMS]
+    again = dummy_array([3, TILE_ELEMS + 5], "float32", np.random.default_rng(1))
+    assert np.array_equal(big, again)                  # seeded
+    small = dummy_array([4, 5], "float16", np.random.default_rng(1))
+    assert small.dtype == np.float16 and small.shape == (4, 5) and len(np.unique(small)) > 10
+
+
+def test_a_prebuilt_pack_measures_like_one_built_in_place(tmp_path):
+    """The CUDA runner builds the next pack on a thread (build_blob) and hands it to measure_pack; the
+    kernels, their rows and their order must not depend on where the blob was built."""
+    from benchmark import multi_kernel_runner as mk
+    from benchmark.gpu_metrics import make_source
+    kernels = ks.sample(small_cfg(n=1, only=["Relu", "Gemm", "Conv"]), "cpu")
+    items = [(k, ks.OPSETS, "t") for k in kernels]
+    cfg = {**copy.deepcopy(mk.DEFAULTS), "runs": 3, "warmup": 1, "wall_loops": 0, "bg_sample_ms": 1}
+    src = make_source(cfg["metrics"], "cpu", 0)
+    built = mk.build_blob(items, cfg["seed"])
+    assert isinstance(built[0], bytes) and built[1] >= 0
+    assert built[0] == mk.build_blob(items, cfg["seed"])[0]          # same kernels, same seed: same model
+    src.start()
+    try:
+        a = mk.measure_pack(items, "cpu", cfg, src, built)
+        b = mk.measure_pack(items, "cpu", cfg, src)
+    finally:
+        src.stop()
+    assert not a["missing"] and set(a["times"]) == set(b["times"]) == {kernel_id(k) for k in kernels}
+    assert a["cost"]["build_s"] == built[1]
+
+
+def test_peak_bench_on_cpu_writes_positive_peaks_the_report_reads(tmp_path):
+    from training import kernel_space_report as ksr
+    run_script([str(REPO / "benchmark" / "peak_bench.py"), "--device", "cpu", "--set", "runs=2",
+                "--set", "warmup=1", "--set", "compute.cpu={n: 128, nodes: 2}",
+                "--set", "bandwidth.cpu={elems: 65536, nodes: 2}"], tmp_path, cwd=REPO)
+    out = list((tmp_path / "benchmark" / "results").glob("cpu-*/peaks.json"))
+    assert len(out) == 1
+    d = json.loads(out[0].read_text())
+    assert d["peak_tflops"] > 0 and d["peak_tb_per_s"] > 0 and d["provenance"]["ort_version"]
+    assert d["compute_tflops"]["peak"] >= d["compute_tflops"]["median"] > 0    # best run >= median run
+    assert len(d["compute_tflops"]["samples_ms"]) == 2
+    pf, pb = ksr.measured_peaks(out[0])
+    assert pf == pytest.approx(d["peak_tflops"] * 1e6) and pb == pytest.approx(d["peak_tb_per_s"] * 1e6)
+    assert ksr.measured_peaks(tmp_path / "none.json") is None
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    with pytest.raises(HaseError, match="bad.json.*peak_tflops"):
+        ksr.measured_peaks(bad)
+
+
+def test_out_of_fold_errors_feed_the_adaptive_sampler(tmp_path):
+    """kernel_space_report.oof_errors lists only sampled kernels (they carry a space), worst first, and the
+    sampler's adaptive stage grows exactly the worst of them."""
+    from training import kernel_space_report as ksr
+    kernels = ks.sample(small_cfg(n=12, only=["Conv", "Gemm", "Relu"]), "cpu")
+    rec = tmp_path / "rec.json"
+    rec.write_text(json.dumps(ks.make_record(kernels, "cpu", small_cfg(), "prior")))
+    rows = []
+    for i, k in enumerate(kernels):
+        f = feature_frame([k], [], {}).iloc[0]
+        rows.append({"Kernel_ID": kernel_id(k), "OpType": k["type"], "source": "kspace_s0",
+                     "t_us": 1.0 + f["flops"] / 1e6 + (7.0 if i % 5 == 0 else 0.0)})
+    rows.append({"Kernel_ID": "Relu_zoo", "OpType": "Relu", "source": "resnet18_bs1", "t_us": 3.0})
+    df = pd.DataFrame(rows)
+    X = feature_frame(kernels + [kernels[0]], [], {}).drop(columns=["kernel_type"]).reset_index(drop=True)
+    cfg = {**copy.deepcopy(ksr.DEFAULTS), "cv_folds": 3}
+    cfg["xgboost"] = {**cfg["xgboost"], "n_estimators": 20}
+    err = ksr.oof_errors(df, X, df["t_us"].to_numpy(), cfg)
+    assert "Relu_zoo" not in set(err["Kernel_ID"]) and len(err) == len(kernels)
+    assert (err["ape"] >= 0).all() and err["ape"].is_monotonic_decreasing
+    assert np.allclose(err["ape"], np.abs(err["oof_predicted_us"] / err["measured_us"] - 1))
+    err.to_csv(tmp_path / "errors.csv.gz", index=False, compression="gzip")
+    acfg = small_cfg(n=12, only=["Conv", "Gemm", "Relu"])
+    acfg["adaptive"].update({"errors_csv": str(tmp_path / "errors.csv.gz"), "records": [str(rec)], "top_k": 2,
+                             "per_config": 2})
+    new = ks.adaptive(acfg, "cpu")
+    assert {k["adaptive_parent"] for k in new} == set(err["Kernel_ID"].iloc[:2])
+
+
+def test_import_kernel_space_appends_new_kernels_and_keeps_repeats_apart(tmp_path):
+    import gzip
+    from training import kernel_space_report as ksr
+    dest, job = tmp_path / "gpu" / "kernel_space", tmp_path / "job"
+    dest.mkdir(parents=True)
+    job.mkdir()
+    cols = {"OpType": "Relu", "latency_node_ms_p10": 0.009, "latency_node_ms_p90": 0.011, "host_us_median": 5.0,
+            "pack": 0, "pack_size": 2, "start_ts": 1.0, "gpu_name": "G", "status": "ok"}
+    first = pd.DataFrame([{"Kernel_ID": "Relu_a", "latency_node_ms_median": 0.010, **cols},
+                          {"Kernel_ID": "Relu_b", "latency_node_ms_median": 0.020, **cols}])
+    first.to_csv(dest / "kernels.csv.xz", index=False)
+    again = pd.DataFrame([{"Kernel_ID": "Relu_a", "latency_node_ms_median": 0.011, **cols},
+                          {"Kernel_ID": "Relu_b", "latency_node_ms_median": 0.020, **cols}])
+    again.to_csv(job / "kernels.csv", index=False)
+    pd.DataFrame([{"Kernel_ID": "Relu_c", "latency_node_ms_median": 0.030, **cols}]).to_csv(
+        job / "adaptive_kernels.csv", index=False)
+    (job / "kspace_s0_adaptive.cuda.json.gz").write_bytes(gzip.compress(json.dumps(
+        {"kernels": [{"type": "Relu", "signature": "c", "adaptive_parent": "Relu_a"}]}).encode()))
+    (job / "throughput.json").write_text(json.dumps({"invocations": [{"kernels_per_s": 30.0}]}))
+    (job / "peaks.json").write_text(json.dumps({"peak_tflops": 1.0, "peak_tb_per_s": 1.0}))
+    p = run_script([str(REPO / "benchmark" / "import_kernel_space.py"), str(job), str(dest), "--role", "repeat",
+                    "--name", "b"], tmp_path / "h", cwd=REPO)
+    assert "2 kernels re-measured" in p.stdout and "1 new kernels" in p.stdout
+    merged = pd.read_csv(dest / "kernels.csv.xz")
+    assert merged["Kernel_ID"].tolist() == ["Relu_a", "Relu_b", "Relu_c"]
+    assert merged["latency_node_ms_median"].tolist() == [0.010, 0.020, 0.030]   # the first measurement stays
+    assert merged.set_index("Kernel_ID").loc["Relu_c", "adaptive_parent"] == "Relu_a"
+    assert (dest.parent / "peaks.json").exists()
+    tp = json.loads((dest / "throughput.json").read_text())
+    assert tp["last"]["role"] == "repeat" and tp["last"]["name"] == "b"
+    noise = ksr.session_noise([str(dest / "kernels.csv.xz")], merged, "latency_node_ms_median")["repeat_b.csv.xz"]
+    assert noise["kernels"] == 2 and noise["mean_abs_diff_pct"] == pytest.approx(5.0)
+    assert noise["share_over_10pct"] == 0.0 and noise["mean_abs_diff_pct_by_type"]["Relu"] == pytest.approx(5.0)
+    p = run_script([str(REPO / "benchmark" / "import_kernel_space.py"), str(tmp_path / "nojob"), str(dest),
+                    "--role", "new"], tmp_path / "h", check=False, cwd=REPO)
+    assert p.returncode != 0 and "nojob" in p.stderr and "not a folder" in p.stderr

@@ -16,11 +16,15 @@ Transfer (same Kernel_IDs measured on both GPUs): the source GPU's model predict
 is and rescaled per kernel by the ratio of the two GPUs' roofline times (what re-running only a peak
 microbenchmark on the new GPU would give), beside the target's own model.
 Per model record (`records`): the share of its predicted GPU time from the generic fallback (types the data lack).
+Out-of-fold errors (`cv_folds` > 0): every sampled kernel predicted by a fit that did not see it ->
+training/results/<gpu>/kernel_space_errors.csv.gz, the adaptive sampler's input (where to sample more).
 Writes training/results/<gpu>/kernel_space_summary.json and training/results/kernel_space_transfer.json.
 """
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -36,11 +40,13 @@ from utils.errors import HaseError, run_main  # noqa: E402
 from utils.logger import get_logger  # noqa: E402
 from utils.metrics import accuracy  # noqa: E402
 
-DEFAULTS = {"gpus": {"nvidia-h200": "benchmark/results/nvidia-h200/kernel_space/kernels.csv.xz",
-                     "nvidia-h100": "benchmark/results/nvidia-h100/kernel_space/kernels.csv.xz"},
+DEFAULTS = {"gpus": {"nvidia-h200": ["benchmark/results/nvidia-h200/kernel_space/kernels.csv.xz"],
+                     "nvidia-h100": ["benchmark/results/nvidia-h100/kernel_space/kernels.csv.xz"]},
+            "peaks": {"nvidia-h200": "benchmark/results/nvidia-h200/peaks.json",
+                      "nvidia-h100": "benchmark/results/nvidia-h100/peaks.json"},
             "target": "latency_node_ms_median", "test_fraction": 0.2, "seed": 0, "peak_quantile": 0.99,
             "floor_us": 1.0,   # a kernel never runs faster than this: the roofline time's additive floor
-            "transfer": ["nvidia-h200", "nvidia-h100"], "phase5": True,
+            "transfer": ["nvidia-h200", "nvidia-h100"], "phase5": True, "cv_folds": 5,
             "records": "ort_analysis/ort_kernel_record/nvidia-h200/*.cuda.json.gz",  # fallback share per model
             "xgboost": {"n_estimators": 400, "max_depth": 6, "learning_rate": 0.05, "subsample": 0.9,
                         "colsample_bytree": 0.9}}
@@ -51,6 +57,51 @@ def frame(csv: Path, target: str) -> tuple:
     df = load_dataset(csv, target).reset_index(drop=True)
     X = F.feature_frame(df.to_dict("records"), [], F.type_vocabulary(df["OpType"])).drop(columns=[F.META_TYPE])
     return df, X, df[target].to_numpy(float) * 1e3
+
+
+def combine(csvs, out: Path) -> Path:
+    """One CSV of a GPU's kernel-space tables (a kernel measured twice: its first row); slim tables (fewer
+    columns: a later sample) leave the others empty."""
+    csvs = [csvs] if isinstance(csvs, str) else list(csvs)
+    frames = []
+    for c in csvs:
+        if not Path(c).exists():
+            raise HaseError("file not found", c)
+        frames.append(pd.read_csv(c))
+    df = pd.concat(frames, ignore_index=True).drop_duplicates("Kernel_ID")
+    df.to_csv(out, index=False)
+    return out
+
+
+def measured_peaks(path) -> tuple:
+    """(FLOP/us, bytes/us) of benchmark/peak_bench.py's peaks.json, or None where there is none."""
+    if not path or not Path(path).exists():
+        return None
+    d = json.loads(Path(path).read_text())
+    try:
+        return float(d["peak_tflops"]) * 1e6, float(d["peak_tb_per_s"]) * 1e6
+    except (KeyError, TypeError, ValueError):
+        raise HaseError("peaks.json lacks peak_tflops/peak_tb_per_s", path)
+
+
+def session_noise(csvs, labels: pd.DataFrame, target: str) -> dict:
+    """The same kernels measured again on another machine in fresh sessions (repeat_*.csv.xz beside the
+    tables, benchmark/import_kernel_space.py): |repeat / first - 1| overall and per type."""
+    reps = sorted({r for c in ([csvs] if isinstance(csvs, str) else csvs) for r in Path(c).parent.glob("repeat_*.csv.xz")})
+    if not reps:
+        return {}
+    out = {}
+    first = labels.set_index("Kernel_ID")[target]
+    for r in reps:
+        d = pd.read_csv(r)
+        d = d[d["Kernel_ID"].isin(first.index)]
+        ratio = d[target].to_numpy(float) / first.reindex(d["Kernel_ID"]).to_numpy(float)
+        e = pd.DataFrame({"t": d["OpType"].to_numpy(), "d": np.abs(ratio - 1)})
+        out[r.name] = {"kernels": int(len(e)), "mean_abs_diff_pct": float(100 * e["d"].mean()),
+                       "median_abs_diff_pct": float(100 * e["d"].median()),
+                       "share_over_10pct": float((e["d"] > 0.1).mean()), "median_ratio": float(np.median(ratio)),
+                       "mean_abs_diff_pct_by_type": {k: float(100 * v) for k, v in e.groupby("t")["d"].mean().items()}}
+    return out
 
 
 def peaks(X: pd.DataFrame, t_us: np.ndarray, idx, q: float) -> tuple:
@@ -75,9 +126,10 @@ def xgb_fit_predict(cfg: dict, Xtr, ytr, Xte, seed: int) -> np.ndarray:
     return xgb.XGBRegressor(**cfg, random_state=seed, n_jobs=0).fit(Xtr, ytr).predict(Xte)
 
 
-def variants(X, t, tr, te, cfg) -> dict:
-    """Test accuracy of raw features / + roofline features / roofline-ratio target on one split."""
-    pk = peaks(X, t, tr, cfg["peak_quantile"])
+def variants(X, t, tr, te, cfg, pk=None) -> dict:
+    """Test accuracy of raw features / + roofline features / roofline-ratio target on one split; the roofline
+    at the measured peaks `pk` (peak_bench), else at the achieved ones of the training kernels."""
+    pk = pk or peaks(X, t, tr, cfg["peak_quantile"])
     roof = roofline_us(X, pk, cfg["floor_us"])
     Xr = with_roofline(X, pk, cfg["floor_us"])
     out = {}
@@ -94,27 +146,48 @@ def by_type(pred, actual, types) -> dict:
     return {t: accuracy(g["p"], g["a"]) for t, g in d.groupby("t")}
 
 
-def gpu_report(name: str, csv: Path, cfg: dict, log) -> dict:
+def gpu_report(name: str, csv: Path, cfg: dict, log, sources=None) -> dict:
     df, X, t = frame(csv, cfg["target"])
     tr, te = group_split(df["Kernel_ID"].to_numpy(), cfg["test_fraction"], cfg["seed"])
-    preds, pk = variants(X, t, tr, te, cfg)
+    mpk = measured_peaks(cfg["peaks"].get(name))
+    preds, pk = variants(X, t, tr, te, cfg, mpk)
+    achieved = peaks(X, t, tr, cfg["peak_quantile"])
     types = df["OpType"].to_numpy()[te]
-    rep = {"csv": str(csv), "kernels": int(len(df)), "types": int(df["OpType"].nunique()),
+    rep = {"csv": sources or str(csv), "kernels": int(len(df)), "types": int(df["OpType"].nunique()),
            "sampled_kernels": int(df["source"].astype(str).str.contains("kspace").sum()) if "source" in df else None,
-           "achieved_peak_tflops": pk[0] / 1e6, "achieved_peak_tb_per_s": pk[1] / 1e6,
+           "achieved_peak_tflops": achieved[0] / 1e6, "achieved_peak_tb_per_s": achieved[1] / 1e6,
+           "roofline_peaks": {"source": "peak_bench" if mpk else f"achieved q{cfg['peak_quantile']}",
+                              "tflops": pk[0] / 1e6, "tb_per_s": pk[1] / 1e6},
            "roofline": {k: {"test": accuracy(v, t[te]), "test_by_type": by_type(v, t[te], types)}
                         for k, v in preds.items()}}
     small = np.where(X["flops"].to_numpy() <= np.quantile(X["flops"], 0.8))[0]
     big = np.setdiff1d(np.arange(len(df)), small)
-    ext, _ = variants(X, t, small, big, cfg)
+    ext, _ = variants(X, t, small, big, cfg, mpk)
     rep["extrapolate_to_largest_20pct_flops"] = {k: accuracy(v, t[big]) for k, v in ext.items()}
-    tp = csv.parent / "throughput.json"
+    tp = Path(sources[0] if sources else csv).parent / "throughput.json"
     if tp.exists():
-        rep["collection"] = json.loads(tp.read_text()).get("last")
+        inv = json.loads(tp.read_text()).get("invocations", [])
+        rep["collection"] = inv[-1] if inv else None
+        rep["collection_invocations"] = [{k: i.get(k) for k in ("role", "name", "date_utc", "chunk", "kernels_measured",
+                                                                 "wall_s", "kernels_per_s", "prefetch")} for i in inv]
     log.info("%s: %d kernels; raw features MAPE %.1f%%, roofline ratio %.1f%%; peaks %.0f TFLOP/s, %.2f TB/s", name,
              len(df), rep["roofline"]["raw_features"]["test"]["mape_pct"],
              rep["roofline"]["roofline_ratio_target"]["test"]["mape_pct"], pk[0] / 1e6, pk[1] / 1e6)
     return rep
+
+
+def oof_errors(df: pd.DataFrame, X: pd.DataFrame, t: np.ndarray, cfg: dict) -> pd.DataFrame:
+    """Out-of-fold error of every sampled kernel: `cv_folds` folds by Kernel_ID, one XGBoost over all types on
+    the raw features, each kernel predicted by the fit that did not see it. What the sampler's adaptive stage
+    (kernel_model/kernel_sampler.py, adaptive.errors_csv) samples around: only sampled kernels carry the
+    parameter space it moves in, so only they are listed."""
+    from sklearn.model_selection import GroupKFold
+    pred = np.full(len(df), np.nan)
+    for tr, te in GroupKFold(n_splits=int(cfg["cv_folds"])).split(X, groups=df["Kernel_ID"].to_numpy()):
+        pred[te] = np.exp(xgb_fit_predict(cfg["xgboost"], X.iloc[tr], np.log(t[tr]), X.iloc[te], cfg["seed"]))
+    out = pd.DataFrame({"Kernel_ID": df["Kernel_ID"], "OpType": df["OpType"], "source": df.get("source", ""),
+                        "measured_us": t, "oof_predicted_us": pred, "ape": np.abs(pred / t - 1.0)})
+    return out[out["source"].astype(str).str.startswith("kspace")].sort_values("ape", ascending=False)
 
 
 def phase5(name: str, csv: Path, cfg: dict) -> dict:
@@ -122,7 +195,9 @@ def phase5(name: str, csv: Path, cfg: dict) -> dict:
     slug = f"{name}-kernel-space"
     cmd = [sys.executable, str(Path(__file__).resolve().parent / "train_kernel_model.py"), "--device", "cuda",
            "--set", f"data_csv={csv}", "--set", f"target={cfg['target']}", "--set", f"device_slug={slug}",
-           "--set", f"seed={cfg['seed']}", "--set", f"test_fraction={cfg['test_fraction']}"]
+           "--set", f"seed={cfg['seed']}", "--set", f"test_fraction={cfg['test_fraction']}",
+           # idle-only data: a load feature would be a constant (load enters through the timeline's interference)
+           "--set", "load_fields.cuda=[]"]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise HaseError(f"phase 5 failed on the kernel space: {p.stderr.strip().splitlines()[-1:]}", csv)
@@ -158,8 +233,10 @@ def fallback_shares(models_dir: Path, records_glob: str, csv: Path) -> dict:
     return out
 
 
-def transfer(src: Path, dst: Path, cfg: dict) -> dict:
-    """The source GPU's model on the target GPU's held-out kernels: as is, rescaled by the roofline ratio."""
+def transfer(src: Path, dst: Path, cfg: dict, a: str = "from", b: str = "to") -> dict:
+    """The source GPU's model on the target GPU's held-out kernels: as is, and rescaled per kernel by the ratio
+    of the two GPUs' roofline times: at the measured peaks (peak_bench on each GPU: what re-running only the
+    microbenchmark on a new GPU gives) and at the achieved ones (which need the new GPU's kernels)."""
     ds, Xs, ts = frame(src, cfg["target"])
     dd, Xd, td = frame(dst, cfg["target"])
     common = sorted(set(ds["Kernel_ID"]) & set(dd["Kernel_ID"]))
@@ -175,17 +252,59 @@ def transfer(src: Path, dst: Path, cfg: dict) -> dict:
     as_is = np.exp(xgb_fit_predict(cfg["xgboost"], Xs.iloc[s_tr], np.log(ts[s_tr]), Xd_te, cfg["seed"]))
     pk_s, pk_d = peaks(Xs, ts, s_tr, cfg["peak_quantile"]), peaks(Xd, td, d_tr, cfg["peak_quantile"])
     scale = roofline_us(Xd_te, pk_d, cfg["floor_us"]) / roofline_us(Xd_te, pk_s, cfg["floor_us"])
+    mp_s, mp_d = measured_peaks(cfg["peaks"].get(a)), measured_peaks(cfg["peaks"].get(b))
+    bench = {}
+    if mp_s and mp_d:
+        sc = roofline_us(Xd_te, mp_d, cfg["floor_us"]) / roofline_us(Xd_te, mp_s, cfg["floor_us"])
+        bench = {"source_model_peak_bench_rescaled": accuracy(as_is * sc, td[d_te]),
+                 "peak_bench": {"from": {"tflops": mp_s[0] / 1e6, "tb_per_s": mp_s[1] / 1e6},
+                                "to": {"tflops": mp_d[0] / 1e6, "tb_per_s": mp_d[1] / 1e6}}}
     own = np.exp(xgb_fit_predict(cfg["xgboost"], Xd.iloc[d_tr], np.log(td[d_tr]), Xd_te, cfg["seed"]))
     ratio = td[d_te] / pd.Series(ts, index=ds["Kernel_ID"]).reindex(dd["Kernel_ID"].iloc[d_te]).to_numpy()
-    return {"from": str(src), "to": str(dst), "common_kernels": len(common), "test_kernels": int(len(d_te)),
+    return {"from": a, "to": b, "from_csv": cfg["gpus"].get(a), "to_csv": cfg["gpus"].get(b),
+            "common_kernels": len(common), "test_kernels": int(len(d_te)),
             "measured_time_ratio_to_over_from": {"median": float(np.nanmedian(ratio)),
                                                  "p10": float(np.nanquantile(ratio, 0.1)),
                                                  "p90": float(np.nanquantile(ratio, 0.9))},
             "source_model_as_is": accuracy(as_is, td[d_te]),
-            "source_model_roofline_rescaled": accuracy(as_is * scale, td[d_te]),
+            "source_model_roofline_rescaled": accuracy(as_is * scale, td[d_te]), **bench,
             "target_own_model": accuracy(own, td[d_te]),
             "peaks": {"from": {"tflops": pk_s[0] / 1e6, "tb_per_s": pk_s[1] / 1e6},
                       "to": {"tflops": pk_d[0] / 1e6, "tb_per_s": pk_d[1] / 1e6}}}
+
+
+def one_gpu(name: str, csv: Path, sources, cfg: dict, out_root: Path, log) -> dict:
+    """Everything of one GPU's combined kernel-space table -> training/results/<gpu>/kernel_space_summary.json."""
+    srcs = [sources] if isinstance(sources, str) else list(sources)
+    rep = gpu_report(name, csv, cfg, log, srcs)
+    df, X, t = frame(csv, cfg["target"])
+    rep["session_noise"] = session_noise(srcs, df, cfg["target"])
+    if cfg["phase5"]:
+        rep["phase5"] = phase5(name, csv, cfg)
+        rep["test_mape_pct"] = rep["phase5"]["test_mape_pct"]
+        rep["test_mape_pct_by_type"] = rep["phase5"]["test_mape_pct_by_type"]
+        if cfg["records"]:
+            fb = fallback_shares(Path(rep["phase5"]["models_dir"]), cfg["records"], csv)
+            shares = [v["fallback_share"] for v in fb.values()]
+            rep["fallback_share_by_model"] = fb
+            rep["fallback_share_max"] = max(shares) if shares else None
+            log.info("%s: predicted GPU time from the generic fallback: max %.2f%% over %d models", name,
+                     100 * (rep["fallback_share_max"] or 0.0), len(shares))
+        log.info("%s phase 5: test MAPE %.1f%%; types with >= 30 test rows above 15%%: %s", name,
+                 rep["test_mape_pct"], rep["phase5"]["types_over_15pct_with_30_rows"])
+    d = out_root / name
+    d.mkdir(parents=True, exist_ok=True)
+    if cfg["cv_folds"]:
+        err = oof_errors(df, X, t, cfg)
+        tmp = d / "kernel_space_errors.csv.gz.tmp"
+        err.round(4).to_csv(tmp, index=False, compression="gzip")
+        tmp.replace(d / "kernel_space_errors.csv.gz")
+        rep["oof_errors"] = {"csv": str(d / "kernel_space_errors.csv.gz"), "folds": int(cfg["cv_folds"]),
+                             "sampled_kernels": int(len(err)), "mape_pct": float(100 * err["ape"].mean()),
+                             "mape_pct_by_type": {k: float(100 * v) for k, v in
+                                                  err.groupby("OpType")["ape"].mean().items()}}
+    paths.atomic_write_text(d / "kernel_space_summary.json", json.dumps(rep, indent=1, default=float) + "\n")
+    return rep
 
 
 def main() -> int:
@@ -196,37 +315,23 @@ def main() -> int:
     log = get_logger("training", args.log_level)
     out_root = paths.train_results_dir()
     reports = {}
-    for name, csv in cfg["gpus"].items():
-        csv = Path(csv)
-        if not csv.exists():
-            raise HaseError("file not found", csv)
-        rep = gpu_report(name, csv, cfg, log)
-        if cfg["phase5"]:
-            rep["phase5"] = phase5(name, csv, cfg)
-            rep["test_mape_pct"] = rep["phase5"]["test_mape_pct"]
-            rep["test_mape_pct_by_type"] = rep["phase5"]["test_mape_pct_by_type"]
-            if cfg["records"]:
-                fb = fallback_shares(Path(rep["phase5"]["models_dir"]), cfg["records"], csv)
-                shares = [v["fallback_share"] for v in fb.values()]
-                rep["fallback_share_by_model"] = fb
-                rep["fallback_share_max"] = max(shares) if shares else None
-                log.info("%s: predicted GPU time from the generic fallback: max %.2f%% over %d models", name,
-                         100 * (rep["fallback_share_max"] or 0.0), len(shares))
-            log.info("%s phase 5: test MAPE %.1f%%; types with >= 30 test rows above 15%%: %s", name,
-                     rep["test_mape_pct"], rep["phase5"]["types_over_15pct_with_30_rows"])
-        d = out_root / name
-        d.mkdir(parents=True, exist_ok=True)
-        paths.atomic_write_text(d / "kernel_space_summary.json", json.dumps(rep, indent=1, default=float) + "\n")
-        reports[name] = rep
-    if cfg["transfer"]:
-        a, b = cfg["transfer"]
-        if a not in cfg["gpus"] or b not in cfg["gpus"]:
-            raise HaseError(f"transfer names GPUs not in gpus: {a}, {b}", "transfer")
-        tr = transfer(Path(cfg["gpus"][a]), Path(cfg["gpus"][b]), cfg)
-        paths.atomic_write_text(out_root / "kernel_space_transfer.json", json.dumps(tr, indent=1, default=float) + "\n")
-        log.info("transfer %s -> %s: as is MAPE %.1f%%, roofline-rescaled %.1f%%, own model %.1f%%", a, b,
-                 tr["source_model_as_is"]["mape_pct"], tr["source_model_roofline_rescaled"]["mape_pct"],
-                 tr["target_own_model"]["mape_pct"])
+    tmp = Path(tempfile.mkdtemp(prefix="hase_kspace_"))
+    try:
+        combined = {name: combine(srcs, tmp / f"{name}.csv") for name, srcs in cfg["gpus"].items()}
+        for name, csv in combined.items():
+            reports[name] = one_gpu(name, csv, cfg["gpus"][name], cfg, out_root, log)
+        if cfg["transfer"]:
+            a, b = cfg["transfer"]
+            if a not in cfg["gpus"] or b not in cfg["gpus"]:
+                raise HaseError(f"transfer names GPUs not in gpus: {a}, {b}", "transfer")
+            tr = transfer(combined[a], combined[b], cfg, a, b)
+            paths.atomic_write_text(out_root / "kernel_space_transfer.json",
+                                    json.dumps(tr, indent=1, default=float) + "\n")
+            log.info("transfer %s -> %s: as is MAPE %.1f%%, roofline-rescaled %.1f%%, own model %.1f%%", a, b,
+                     tr["source_model_as_is"]["mape_pct"], tr["source_model_roofline_rescaled"]["mape_pct"],
+                     tr["target_own_model"]["mape_pct"])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     save_resolved(cfg, out_root)
     return 0
 

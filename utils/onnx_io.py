@@ -68,13 +68,26 @@ def check_static(model: onnx.ModelProto, pin_dims: dict, path) -> dict:
     return resolved
 
 
+TILE_ELEMS = 1 << 20   # a larger float array repeats one random block of this many values
+
+
 def dummy_array(shape, dtype: str, rng: np.random.Generator) -> np.ndarray:
     if dtype.startswith("float"):
-        # uniform in [-1, 1): drawn directly in the target width, in place (standard_normal + astype
-        # of a 400 MB input took seconds, the whole budget of a kernel measurement)
-        a = rng.random(shape, dtype=np.float64 if dtype == "float64" else np.float32)
+        # uniform in [-1, 1), drawn in the target width, in place (standard_normal + astype of a 400 MB
+        # input took seconds). Above TILE_ELEMS one random block is repeated: a GPU kernel's time does not
+        # depend on its values, and drawing a GB of inputs per packed model was a fifth of the kernel
+        # space's collection time
+        wide = np.float64 if dtype == "float64" else np.float32
+        n = int(np.prod(shape)) if len(shape) else 1
+        a = rng.random(min(n, TILE_ELEMS), dtype=wide)
         a *= 2.0
         a -= 1.0
+        if n > TILE_ELEMS:
+            rows = -(-n // TILE_ELEMS)
+            big = np.empty((rows, TILE_ELEMS), dtype=wide)
+            big[:] = a                    # a broadcast copy: memory speed
+            a = big.reshape(-1)[:n]
+        a = a.reshape(shape)
         return a if a.dtype == np.dtype(dtype) else a.astype(dtype)
     if dtype == "bool":
         return rng.integers(0, 2, shape).astype(bool)

@@ -55,7 +55,7 @@ from utils.ort_session import device_slug, make_session, provenance, resolve_dev
 
 DEFAULTS = {"device": "auto", "device_id": 0, "models": [], "sessions": 5, "warmup": 20, "profiled_runs": 10,
             "cupti_runs": 20, "budget_ms": 300.0, "min_loops": 20, "max_loops": 5000, "modes": ["e2e", "device"],
-            "cudnn_conv_algo_search": "EXHAUSTIVE", "trace_sessions": 1, "out": "timeline", "seed": 0}
+            "cudnn_conv_algo_search": "EXHAUSTIVE", "trace_sessions": 1, "out": "timeline", "seed": 0, "threads": 0}
 CONFIG = paths.REPO / "benchmark" / "trace_run.yaml"   # this tool's own config (collector's is config.yaml)
 RUN_MARKER = "hase_trace_run"
 BEFORE, AFTER = "(before Execute)", "(after Execute)"
@@ -315,7 +315,7 @@ def one_session(model_path: Path, device: str, cfg: dict, idx: int, label: dict,
     cuda_opts = {"cudnn_conv_algo_search": cfg["cudnn_conv_algo_search"]} if device == "cuda" else None
     t_create = time.perf_counter()
     sess = make_session(model_path, device, profile_prefix=tmp / "ort", device_id=cfg["device_id"],
-                        cuda_options=cuda_opts)
+                        cuda_options=cuda_opts, threads=cfg["threads"])
     create_s = time.perf_counter() - t_create
     feed = dummy_feed(sess, seed=cfg["seed"])
     e2e = make_runner(sess, feed, "e2e", cfg["device_id"])
@@ -358,7 +358,7 @@ def one_session(model_path: Path, device: str, cfg: dict, idx: int, label: dict,
         clk1 = sm_clock_mhz(cfg["device_id"]) if with_cupti else math.nan
         modes[mode] = dict(r, sm_clock_mhz=np.nanmean([clk0, clk1]) if with_cupti else math.nan)
     row = {"model": model_path.stem, "cudnn_conv_algo_search": cfg["cudnn_conv_algo_search"] if with_cupti else "",
-           "session": idx, "device": device, "n_nodes": len(nodes), "create_s": create_s, "first_run_s": first_run_s,
+           "session": idx, "device": device, "threads": cfg["threads"], "n_nodes": len(nodes), "create_s": create_s, "first_run_s": first_run_s,
            "profiled_wall_us": median_of(prof_wall), "ort_node_sum_us": sum(ort_us.values()),
            "ort_execute_us": median_of([r["execute_us"] for r in runs]),
            "ort_before_execute_us": median_of([r["before_execute_us"] for r in runs]),
@@ -444,6 +444,9 @@ def main() -> int:
     log = get_logger("trace_run", args.log_level)
     if cfg["sessions"] < 1 or cfg["profiled_runs"] < 1 or cfg["cupti_runs"] < 1:
         raise HaseError("sessions, profiled_runs and cupti_runs must be >= 1")
+    if not isinstance(cfg["threads"], int) or cfg["threads"] < 0:
+        raise HaseError(f"config threads: ORT intra-op threads must be an integer >= 0 (0 = ORT's default), "
+                        f"not '{cfg['threads']}'")
     bad = [m for m in cfg["modes"] if m not in ("e2e", "device")]
     if bad:
         raise HaseError(f"config modes: unknown mode '{bad[0]}' (e2e or device)")

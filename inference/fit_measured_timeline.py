@@ -139,17 +139,19 @@ def host_lines(per_node: pd.DataFrame, records: dict, gpu_of: dict, min_nodes: i
     return out
 
 
-def gpu_table(per_node: pd.DataFrame, records: dict, min_nodes: int = 3) -> dict:
+def gpu_table(per_node: pd.DataFrame, records: dict, min_nodes: int = 3, key: str = "gpu") -> dict:
     """GPU time lines per kernel class from CUPTI node times: non-negative least squares of
     a_us + us_per_gflop * GFLOP + us_per_mb * MB on relative error, then scaled by the median measured /
-    line ratio (least squares on relative error aims low). By class, by category, and one global line."""
+    line ratio (least squares on relative error aims low). By class, by category, and one global line.
+    key: the classes (timeline_model.KEYS; 'cpu' for CPU EP node compute times in the gpu_us column)."""
     from scipy.optimize import nnls
+    key_of = tm.KEYS[key]
     rows = []
     for m, r in records.items():
         g = per_node[per_node["model"] == m].set_index("node")["gpu_us"]
         for k in r["kernels"]:
             if k["node_name"] in g.index:
-                rows.append({"key": tm.gpu_key(k), "category": k.get("category", "other"),
+                rows.append({"key": key_of(k), "category": k.get("category", "other"),
                              "gflop": (k.get("flops") or 0) / 1e9,
                              "mb": ((k.get("bytes_read") or 0) + (k.get("bytes_written") or 0)) / 1e6,
                              "gpu_us": float(g[k["node_name"]])})
@@ -168,7 +170,7 @@ def gpu_table(per_node: pd.DataFrame, records: dict, min_nodes: int = 3) -> dict
     return {"by_key": {**{k: line(t) for k, t in d.groupby("key") if len(t) >= min_nodes},
                        **{k: [0.0, 0.0, 0.0] for k in sorted(none)}},
             "by_category": {k: line(t) for k, t in d.groupby("category") if len(t) >= min_nodes},
-            "default": line(d), "nodes": int(len(d)), "source": "CUPTI kernel times per node",
+            "default": line(d), "nodes": int(len(d)), "source": "CUPTI kernel times per node", "key": key,
             "units": "[a_us, us_per_gflop, us_per_mb]"}
 
 

@@ -136,17 +136,39 @@ def gpu_key(kernel: dict) -> str:
     return "Conv/1x1" if list(a.get("kernel_shape") or []) == [1, 1] else "Conv"
 
 
+def cpu_key(kernel: dict) -> str:
+    """The CPU EP class of a kernel (a node's compute on MLAS): its fused type (Conv_Add_Relu: the epilogue
+    reads another tensor), NCHWc or not, Conv split into 1x1 and grouped as on the GPU."""
+    t = kernel.get("type") or kernel.get("op_type", "")
+    if (kernel.get("domain") or "").endswith("nchwc"):
+        t += "+nchwc"
+    if kernel.get("op_type") not in ("Conv", "FusedConv"):
+        return t
+    a = kernel.get("attributes") or {}
+    if (a.get("group") or 1) > 1:
+        return t + "/grouped"
+    return t + "/1x1" if list(a.get("kernel_shape") or []) == [1, 1] else t
+
+
+KEYS = {"gpu": gpu_key, "cpu": cpu_key}   # a time table's `key`: which class each kernel's line is looked up by
+
+
+def table_key(table: dict):
+    return KEYS[table.get("key", "gpu")]
+
+
 def gpu_table_fallbacks(record: dict, table: dict) -> np.ndarray:
     """True per kernel whose class has no line of its own (its category's or the global line is used)."""
-    return np.array([gpu_key(k) not in table["by_key"] for k in record["kernels"]])
+    key = table_key(table)
+    return np.array([key(k) not in table["by_key"] for k in record["kernels"]])
 
 
 def gpu_table_us(record: dict, table: dict) -> np.ndarray:
     """GPU time per kernel (us) from the CUPTI-measured table: a_us + us_per_gflop * GFLOP + us_per_mb * MB
     of the kernel's class, else its category's, else the global line."""
-    out = []
+    out, key = [], table_key(table)
     for k in record["kernels"]:
-        c = table["by_key"].get(gpu_key(k)) or table["by_category"].get(k.get("category")) or table["default"]
+        c = table["by_key"].get(key(k)) or table["by_category"].get(k.get("category")) or table["default"]
         mb = ((k.get("bytes_read") or 0) + (k.get("bytes_written") or 0)) / 1e6
         out.append(c[0] + c[1] * (k.get("flops") or 0) / 1e9 + c[2] * mb)
     return np.array(out, float)
@@ -293,6 +315,9 @@ def with_spread(prep: dict, p: dict, terms: dict, spread, copies: bool = True, c
     central = central or predict_us(prep, p, terms, copies)
     central_us = central["total_us"]
     out = {"central": central_us, "p10": central_us, "p90": central_us}
+    if prep["device"] == "cpu" and spread and "session_us" in spread:  # CPU EP (fit_cpu_timeline.py): the whole
+        lo, hi = spread["session_us"]   # run's per-session quantiles over its model's median; one thread does all
+        return {"central": central_us, "p10": central_us * min(lo, 1.0), "p90": central_us * max(hi, 1.0)}
     extra, u = (central["interference_us"], terms["u"]) if run_share else (0.0, 0.0)
     hit10 = extra if u >= 0.9 else 0.0
     hit90 = extra / u if u > 0.1 else extra

@@ -1,0 +1,118 @@
+"""The CPU EP timeline model with measured terms (inference/fit_cpu_timeline.py): the fit on the committed CPU
+sessions (node_source=lines: no phase 5 predictor needed), the CPU spread of timeline_model.with_spread, one-line
+errors for bad input. No timing assertions (CI is a loaded 2-core machine)."""
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from inference import fit_cpu_timeline as fct  # noqa: E402
+from inference import timeline_model as tm  # noqa: E402
+from utils.errors import HaseError  # noqa: E402
+
+DATA = REPO / "benchmark" / "results" / fct.SLUG / "timeline" / "machine_a"
+RECORDS = REPO / "ort_analysis" / "ort_kernel_record" / fct.SLUG / "records.tar.xz"
+IDLE = {"u": 0.0, "clock_ratio": 1.0, "wait_us": 0.0}
+
+
+def fit(out: Path, *sets) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, str(REPO / "inference" / "fit_cpu_timeline.py"), "--set", "node_source=lines",
+           "--set", f"out={out}", *[a for s in sets for a in ("--set", s)]]
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cpu_fit")
+    r = fit(out)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return out
+
+
+def test_fit_on_committed_cpu_data_gives_finite_terms_and_ordered_spread(fitted):
+    model = tm.load(fitted / "timeline_model.json")
+    assert model["threads"] == 8 and model["node_source"] == "lines"
+    for k in ("c0_us", "per_node_us"):
+        assert math.isfinite(model["measured"][k])
+    assert model["params"]["c0_us"] >= 0.0
+    lo, hi = model["spread"]["session_us"]
+    assert 0 < lo <= 1.0 <= hi
+    cases = pd.read_csv(fitted / "cases.csv")
+    assert set(cases["split"]) == {"training arch", "held-out arch"}
+    assert len(cases) >= 40
+    for c in ("pred_e2e_ms", "pred_e2e_p10_ms", "pred_e2e_p90_ms", "pred_node_sum_us"):
+        assert np.isfinite(cases[c]).all() and (cases[c] > 0).all()
+    assert (cases["pred_e2e_p10_ms"] <= cases["pred_e2e_ms"]).all()
+    assert (cases["pred_e2e_ms"] <= cases["pred_e2e_p90_ms"]).all()
+    summary = json.loads((fitted / "summary.json").read_text())
+    names = list(summary["by_split"])
+    held = [n for n in names if "idle" in n and "held-out arch" in n]
+    assert held and {"mape_pct", "within_10pct"} <= set(summary["by_split"][held[0]]["e2e"])
+    assert "mape_pct" in summary["by_split"][held[0]]["node_sum"]
+
+
+def test_cpu_spread_scales_the_whole_run():
+    prep = {"h": np.full(3, -5.0), "dev": np.array([100.0, 200.0, 300.0]), "floor": 0.0, "floor_us": 0.0,
+            "device": "cpu", "n": 3, "h2d_us": 0.0, "d2h_us": 0.0}
+    p = dict(tm.DEFAULT_PARAMS, c0_us=50.0)
+    s = tm.with_spread(prep, p, IDLE, {"session_us": [0.8, 1.2]})
+    assert s["central"] == pytest.approx(50 + 600 - 15)
+    assert s["p10"] == pytest.approx(0.8 * s["central"]) and s["p90"] == pytest.approx(1.2 * s["central"])
+    inside = tm.with_spread(prep, p, IDLE, {"session_us": [1.1, 0.9]})   # quantiles never cross the central value
+    assert inside["p10"] <= inside["central"] <= inside["p90"]
+
+
+def test_overhead_terms_recover_a_known_line():
+    lab = pd.DataFrame({"n_nodes": [20, 60, 200, 400], "node_sum_us": [1000.0, 5000.0, 20000.0, 90000.0]})
+    lab["e2e_ms"] = (lab["node_sum_us"] + 150.0 - 4.0 * lab["n_nodes"]) / 1e3
+    t = fct.overhead_terms(lab)
+    assert t["c0_us"] == pytest.approx(150.0) and t["per_node_us"] == pytest.approx(-4.0)
+
+
+def test_sessions_of_another_thread_count_are_refused(tmp_path):
+    d = tmp_path / "machine_a"
+    d.mkdir()
+    s = pd.read_csv(DATA / "trace_sessions.csv.gz")
+    s.assign(threads=4).to_csv(d / "trace_sessions.csv.gz", index=False)
+    (d / "trace_nodes.csv.xz").write_bytes((DATA / "trace_nodes.csv.xz").read_bytes())
+    with pytest.raises(HaseError) as e:
+        fct.read_tables([d], 8)
+    msg = str(e.value)
+    assert "threads" in msg and "trace_sessions.csv.gz" in msg and "\n" not in msg
+
+
+def test_bad_inputs_give_one_line_errors(tmp_path):
+    d = tmp_path / "machine_a"
+    d.mkdir()
+    s = pd.read_csv(DATA / "trace_sessions.csv.gz").drop(columns=["ort_node_sum_us"])
+    s.to_csv(d / "trace_sessions.csv.gz", index=False)
+    (d / "trace_nodes.csv.xz").write_bytes((DATA / "trace_nodes.csv.xz").read_bytes())
+    r = fit(tmp_path / "out", f"timeline_dirs=[{d}]", f"records={RECORDS}")
+    assert r.returncode != 0
+    err = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(err) == 1 and "ort_node_sum_us" in err[0] and "trace_sessions.csv.gz" in err[0]
+    # a records archive that does not hold a measured model
+    bad = tmp_path / "records.tar.xz"
+    bad.write_bytes(b"not xz")
+    with pytest.raises(HaseError) as e:
+        fct.read_records(bad, ["resnet18_bs1_224x224"])
+    assert "records.tar.xz" in str(e.value) and "\n" not in str(e.value)
+    r = fit(tmp_path / "out", "threads=zero")
+    assert r.returncode != 0 and "threads" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_record_of_another_export_is_named(tmp_path):
+    """Measured nodes that carry most of a model's time but are missing from its record -> HaseError."""
+    rec = {"m": {"kernels": [{"node_name": "a"}], "edges": []}}
+    per_node = pd.DataFrame({"model": ["m", "m"], "node": ["a", "b"], "gpu_us": [1.0, 99.0]})
+    with pytest.raises(HaseError) as e:
+        fct.unmatched_share(rec, per_node, tmp_path / "records.tar.xz", None)
+    assert "'b'" in str(e.value) and "records.tar.xz" in str(e.value)

@@ -471,7 +471,7 @@ def main() -> int:
                "params_at_bounds": model.get("at_bounds"),  # None: a timeline model saved before bounds were reported
                "cases": int(len(df)), **extra}
     keep = [c for c in df.columns if not c.startswith("DCGM") and not c.startswith("CPU_")]
-    df[keep].to_csv(out_dir / "cases.csv", index=False)
+    df[keep].to_csv(out_dir / "cases.csv", index=False, float_format="%.5g")   # 5 digits: a label's noise is %s
     slow.to_csv(out_dir / "slowdowns.csv", index=False)
     paths.atomic_write_text(out_dir / "summary.json", json.dumps(summary, indent=1, default=str) + "\n")
     plots(df, slow, out_dir)

@@ -44,7 +44,7 @@ from utils.tables import read_machines  # noqa: E402
 SLUG = "cpu-intel-r-xeon-r-processor"   # utils.ort_session.device_slug("cpu") on the H100 machine measured
 DEFAULTS = {"timeline_dirs": [f"benchmark/results/{SLUG}/timeline/machine_*"],
             "records": f"ort_analysis/ort_kernel_record/{SLUG}/records.tar.xz", "predictor_dir": "",
-            "node_source": "kernel", "train_archs": ZOO, "threads": 8, "spread_quantiles": [0.1, 0.9],
+            "node_source": "lines", "train_archs": ZOO, "threads": 8, "spread_quantiles": [0.1, 0.9],
             "min_nodes": 3, "out": f"inference/results/{SLUG}"}
 NEED_S = ["model", "session", "threads", "e2e_median_ms", "ort_node_sum_us", "n_nodes"]
 NEED_N = ["model", "session", "node", "op", "host_us"]
@@ -202,9 +202,11 @@ def main() -> int:
     table = gpu_table(per_node, {m: records[m] for m in train}, int(cfg["min_nodes"]), key="cpu")
     table["source"] = "ORT-profiled CPU node times of the training models"
     predictor, pdir = None, None
-    if cfg["node_source"] == "kernel" or cfg["predictor_dir"]:
+    default_dir = paths.train_models_dir() / SLUG
+    if cfg["node_source"] == "kernel" or cfg["predictor_dir"] or (default_dir / "manifest.json").exists():
+        # the packed-kernel predictor is the model or, where it was trained here, the baseline judged beside it
         from training.train_kernel_model import load_predictor
-        pdir = Path(cfg["predictor_dir"]) if cfg["predictor_dir"] else paths.train_models_dir() / SLUG
+        pdir = Path(cfg["predictor_dir"]) if cfg["predictor_dir"] else default_dir
         predictor = load_predictor(pdir)
     sources = [cfg["node_source"]] + [s for s in SOURCES if s != cfg["node_source"] and (s == "lines" or predictor)]
     comp = {s: node_compute_us(records, s, table, predictor) for s in sources}

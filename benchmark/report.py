@@ -130,6 +130,42 @@ def noise_section(res: Path) -> str:
     return section("run-to-run noise (same kernels, idle) and collection throughput", "\n".join(lines))
 
 
+def kernel_space_section(res: Path) -> str:
+    """The packed kernel-space collection (multi_kernel_runner.py, kernel_space/): tables, throughput per
+    invocation, re-measured kernels, the peak microbenchmark (peaks.json)."""
+    ks = res / "kernel_space"
+    tables = sorted(ks.glob("kernels*.csv*")) if ks.is_dir() else []
+    if not tables:
+        return section("kernel space", "(no kernel_space/: run benchmark/run_gpu_kernel_space.sh or multi_kernel_runner.py)")
+    lines, ids = [], set()
+    for t in tables:
+        d = pd.read_csv(t, usecols=lambda c: c in ("Kernel_ID", "OpType", "status"))
+        ok = d[d["status"].astype(str) == "ok"] if "status" in d else d
+        ids |= set(ok["Kernel_ID"])
+        lines.append(f"{t.name}: {len(ok)} kernels ok of {len(d)}, {ok['OpType'].nunique()} types")
+    lines.append(f"all tables: {len(ids)} distinct kernels")
+    tp = ks / "throughput.json"
+    if tp.exists():
+        for i in json.loads(tp.read_text()).get("invocations", []):
+            tag = " ".join(str(i[k]) for k in ("role", "name") if i.get(k)) or "first"
+            lines.append(f"collection ({tag}, {i.get('date_utc', '')[:16]}, {i.get('chunk')} per pack, prefetch "
+                         f"{bool(i.get('prefetch'))}): {i['kernels_measured']} kernels in {i['wall_s']:.0f} s = "
+                         f"{i['kernels_per_s']:.1f} kernel measurements/s")
+    for r in sorted(ks.glob("repeat_*.csv*")):
+        a = pd.concat([pd.read_csv(t, usecols=["Kernel_ID", "latency_node_ms_median"]) for t in tables])
+        a = a.drop_duplicates("Kernel_ID").set_index("Kernel_ID")["latency_node_ms_median"]
+        b = pd.read_csv(r).set_index("Kernel_ID")["latency_node_ms_median"]
+        common = a.index.intersection(b.index)
+        d = ((b[common] / a[common]) - 1).abs() * 100
+        lines.append(f"{r.name}: {len(common)} kernels re-measured, mean |diff| {d.mean():.1f}%, median "
+                     f"{d.median():.1f}%, over 10% {100 * (d > 10).mean():.1f}%")
+    pk = res / "peaks.json"
+    if pk.exists():
+        p = json.loads(pk.read_text())
+        lines.append(f"peaks (benchmark/peak_bench.py): {p['peak_tflops']:.1f} TFLOP/s, {p['peak_tb_per_s']:.2f} TB/s")
+    return section("kernel space (packed kernels, CUPTI GPU time) and its collection throughput", "\n".join(lines))
+
+
 def write_report(res: Path) -> Path:
     if not res.is_dir():
         raise HaseError("no results folder (run benchmark/collector.py first)", res)
@@ -143,7 +179,7 @@ def write_report(res: Path) -> Path:
         parts += kernels_sections(k)
     if m is not None and len(m):
         parts.append(models_section(m))
-    parts += [bandwidth_section(res), calibration_section(res), noise_section(res)]
+    parts += [bandwidth_section(res), calibration_section(res), noise_section(res), kernel_space_section(res)]
     path = res / REPORT
     paths.atomic_write_text(path, "\n".join(parts))
     return path

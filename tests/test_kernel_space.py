@@ -462,3 +462,30 @@ def test_import_kernel_space_appends_new_kernels_and_keeps_repeats_apart(tmp_pat
     p = run_script([str(REPO / "benchmark" / "import_kernel_space.py"), str(tmp_path / "nojob"), str(dest),
                     "--role", "new"], tmp_path / "h", check=False, cwd=REPO)
     assert p.returncode != 0 and "nojob" in p.stderr and "not a folder" in p.stderr
+
+
+def test_report_shows_the_kernel_space_and_its_throughput(tmp_path):
+    """benchmark/report.py's kernel-space section: kernels per table, throughput per collection, re-measured
+    kernels' difference, the peaks; a folder without one says so."""
+    from benchmark.report import kernel_space_section
+    ks = tmp_path / "gpu" / "kernel_space"
+    ks.mkdir(parents=True)
+    assert "no kernel_space/" in kernel_space_section(tmp_path / "gpu")
+    pd.DataFrame({"Kernel_ID": ["a", "b", "c"], "OpType": ["Relu", "Conv", "Conv"], "status": ["ok", "ok", "failed"],
+                  "latency_node_ms_median": [1.0, 2.0, 3.0]}).to_csv(ks / "kernels.csv", index=False)
+    pd.DataFrame({"Kernel_ID": ["d"], "OpType": ["Gemm"], "latency_node_ms_median": [4.0]}).to_csv(
+        ks / "kernels_s1.csv.xz", index=False)
+    pd.DataFrame({"Kernel_ID": ["a", "b"], "latency_node_ms_median": [1.1, 2.0]}).to_csv(ks / "repeat_b.csv.xz",
+                                                                                           index=False)
+    (ks / "throughput.json").write_text(json.dumps({"invocations": [
+        {"kernels_measured": 2, "wall_s": 0.5, "kernels_per_s": 4.0, "chunk": 48, "date_utc": "2026-11-23T09:00"},
+        {"kernels_measured": 1, "wall_s": 0.1, "kernels_per_s": 10.0, "chunk": 96, "prefetch": True,
+         "role": "new", "name": "s1"}]}))
+    (tmp_path / "gpu" / "peaks.json").write_text(json.dumps({"peak_tflops": 12.5, "peak_tb_per_s": 1.25}))
+    text = kernel_space_section(tmp_path / "gpu")
+    assert "kernels.csv: 2 kernels ok of 3, 2 types" in text and "kernels_s1.csv.xz: 1 kernels ok of 1" in text
+    assert "all tables: 3 distinct kernels" in text
+    assert "collection (first," in text and "= 4.0 kernel measurements/s" in text
+    assert "collection (new s1," in text and "= 10.0 kernel measurements/s" in text
+    assert "repeat_b.csv.xz: 2 kernels re-measured, mean |diff| 5.0%" in text
+    assert "12.5 TFLOP/s, 1.25 TB/s" in text

@@ -34,12 +34,15 @@ the neighbour costs a run time in proportion to the run's GPU span S (first laun
 included), not to its GPU busy time, and not per launch (a per-launch wait of 16-launch probe / 16 predicted
 resnet18 bs1 next to a training job 3x too slow):
 
-    run = idle timeline + max(W_run, alpha * u * S) + G * (clock_ratio**clock_exp - 1)
+    run = idle timeline + max(W_run, alpha * u * S * (1 + gamma * m)) + G * (clock_ratio**clock_exp - 1)
     W_run = the probe's whole-run wait (HASE_LAUNCH_WAIT_US * its 16 launches): what a short run pays to get the
             GPU back from the neighbour. A run waits for the GPU once or shares it over its span, whichever is
             longer: next to a training job that never idles (W_run ~ 2 ms, one time slice) a 0.8 ms run pays
             W_run; a 16 ms run pays alpha*u*S.
     alpha  fair-share time slicing gives 1 (the run gets the GPU 1/(1+u) of the time it wants it)
+    gamma  m = bg DCGM_FI_PROF_DRAM_ACTIVE / u: a memory-streaming neighbour (m ~ 0.9) costs more per slice than a
+           compute one (m ~ 0.03) at equal u: it evicts the L2 our kernels had warm (fit_interference.py fits
+           gamma on the compute vs memory training neighbours; 0 in models fitted before it)
 Under a part-time neighbour runs are bimodal (a run is hit or not): the mixture with hit probability u gives
 the p10/p90 (with_spread).
 
@@ -67,6 +70,7 @@ from utils.errors import HaseError  # noqa: E402
 
 FORMAT = "hase.timeline_model/1"
 BUSY, CLOCK = "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_SM_CLOCK"
+DRAM = "DCGM_FI_PROF_DRAM_ACTIVE"
 CPU_BUSY = "CPU_UTIL_PCT"
 WAIT = "HASE_LAUNCH_WAIT_US"  # measured wait per launch onto an idle stream (us, >= 0)
 CPU_EP = "CPUExecutionProvider"
@@ -74,11 +78,11 @@ LAUNCH = "launch_interval"
 RUN_SHARE = "run_share"  # model["interference"]: run-level time slicing (else the per-launch wait)
   # host_semantics of a host table measured from CUDA launch intervals
 DEFAULT_PARAMS = {"c0_us": 0.0, "kappa": 1.0, "overhead_us": 0.0, "copy_scale": 1.0, "alpha": 0.0, "beta_us": 0.0,
-                  "clock_exp": 0.0}
+                  "clock_exp": 0.0, "gamma": 0.0}
 INITIAL = {"c0_us": 50.0, "kappa": 1.0, "overhead_us": 20.0, "copy_scale": 1.0, "alpha": 0.5, "beta_us": 20.0,
-           "clock_exp": 0.5}  # where a fit starts
+           "clock_exp": 0.5, "gamma": 0.0}  # where a fit starts
 SCALE = {"c0_us": 100.0, "kappa": 1.0, "overhead_us": 10.0, "copy_scale": 1.0, "alpha": 1.0, "beta_us": 100.0,
-         "clock_exp": 1.0}
+         "clock_exp": 1.0, "gamma": 1.0}
 # Physical range of each fitted constant; a fit that ends on a bound is reported (at_bounds), not trusted.
 #   c0_us        session.run's fixed cost: never negative; 10 ms would be a broken session
 #   kappa        unprofiled / profiled host cost: profiling inflates it (< 1); 0 on CPU EP, where the
@@ -88,10 +92,12 @@ SCALE = {"c0_us": 100.0, "kappa": 1.0, "overhead_us": 10.0, "copy_scale": 1.0, "
 #   alpha        stretch at a fully busy neighbour: fair-share time slicing gives ~1; 10 is no longer slicing
 #   beta_us      wait per launch onto an idle stream: >= 0, at most a few time slices (the probe: <= 110 us)
 #   clock_exp    time ~ clock^-clock_exp: 0 memory-bound, 1 compute-bound
+#   gamma        extra share behind a memory-streaming neighbour (its DRAM/engine activity m = 1): the caches our
+#                kernels left warm are evicted at every slice switch; 0 = none, 5 = six times a compute one's
 LOWER = {"c0_us": 0.0, "kappa": 0.0, "overhead_us": 0.0, "copy_scale": 0.2, "alpha": 0.0, "beta_us": 0.0,
-         "clock_exp": 0.0}
+         "clock_exp": 0.0, "gamma": 0.0}
 UPPER = {"c0_us": 1e4, "kappa": 2.0, "overhead_us": 1e3, "copy_scale": 5.0, "alpha": 10.0, "beta_us": 5e3,
-         "clock_exp": 1.0}
+         "clock_exp": 1.0, "gamma": 5.0}
 
 
 # ---- inputs of the timeline ------------------------------------------------------------------
@@ -206,8 +212,10 @@ def load_terms(load: dict, idle_clock_mhz: float) -> dict:
     clk = get(CLOCK, idle_clock_mhz) if idle_clock_mhz else 0.0
     ratio = idle_clock_mhz / clk if idle_clock_mhz and clk > 0 else 1.0
     wait = get(WAIT, None)
+    # how memory-bound the neighbour is: its DRAM activity per unit of engine activity (0 compute, ~0.9 streaming)
+    mem = min(max(get(DRAM, 0.0) / u, 0.0), 1.0) if u > 0.01 else 0.0
     return {"u": min(max(u, 0.0), 1.0), "clock_ratio": max(ratio, 1.0),
-            "wait_us": None if wait is None else max(wait, 0.0)}
+            "wait_us": None if wait is None else max(wait, 0.0), "mem": mem}
 
 
 # ---- the timeline ----------------------------------------------------------------------------
@@ -272,7 +280,7 @@ def run_share_us(prep: dict, p: dict, terms: dict, copies: bool = True) -> dict:
     if prep["device"] == "cpu":
         return timeline_us(prep, p, terms, copies)
     w_run = (terms.get("wait_us") or 0.0) * PROBE_LAUNCHES
-    share = p["alpha"] * terms["u"] * idle["span_us"]
+    share = p["alpha"] * terms["u"] * idle["span_us"] * (1.0 + p.get("gamma", 0.0) * terms.get("mem", 0.0))
     clock = idle["gpu_us"] * (terms["clock_ratio"] ** p["clock_exp"] - 1.0)
     extra = max(w_run, share) + clock
     return dict(idle, total_us=idle["total_us"] + extra, interference_us=extra, wait_us=w_run if w_run >= share else 0.0,

@@ -58,6 +58,23 @@ def test_a_run_waits_once_or_shares_whichever_is_longer():
     assert tm.predict_us(long, P, terms(u=0.5, wait=10.0))["interference_us"] == pytest.approx(1500.0, rel=1e-3)
 
 
+def test_memory_neighbour_term_scales_the_share_by_its_dram_activity():
+    """m = bg DRAM_ACTIVE / u (clamped to [0, 1]); share = alpha * u * S * (1 + gamma * m); gamma 0 (the default,
+    and every model fitted before it) changes nothing."""
+    t = tm.load_terms({"bg_" + tm.BUSY: 0.5, "bg_" + tm.DRAM: 0.4}, 1980.0)
+    assert t["mem"] == pytest.approx(0.8)
+    assert tm.load_terms({"bg_" + tm.BUSY: 0.5, "bg_" + tm.DRAM: 0.9}, 1980.0)["mem"] == 1.0
+    assert tm.load_terms({"bg_" + tm.BUSY: 0.0, "bg_" + tm.DRAM: 0.3}, 1980.0)["mem"] == 0.0   # idle: no neighbour
+    assert tm.load_terms({"bg_" + tm.BUSY: 0.5}, 1980.0)["mem"] == 0.0                          # not measured
+    pr = prep([30, 30, 30], [5, 5, 5])
+    base = tm.predict_us(pr, P, dict(t, wait_us=0.0))["interference_us"]
+    assert base == pytest.approx(45.0)                                   # gamma 0: alpha * u * span
+    with_mem = tm.predict_us(pr, dict(P, gamma=0.5), dict(t, wait_us=0.0))["interference_us"]
+    assert with_mem == pytest.approx(45.0 * (1 + 0.5 * 0.8))
+    old = {k: v for k, v in P.items() if k != "gamma"}                   # a model saved before gamma existed
+    assert tm.predict_us(pr, old, dict(t, wait_us=0.0))["interference_us"] == pytest.approx(45.0)
+
+
 def test_clock_term_scales_gpu_time_only():
     pr = prep([2, 2], [1000, 1000])
     r = tm.predict_us(pr, dict(P, clock_exp=1.0), terms(u=0.0, clock=1.25))

@@ -165,7 +165,7 @@ def model_json(terms: dict, spread_: list, cfg: dict, train: list, table: dict, 
          "idle_load": dict(CPU_IDLE), "idle_clock_mhz": 0.0, "statistic": "median",
          "spread": {"session_us": spread_}, "spread_quantiles": list(cfg["spread_quantiles"]),
          "params": dict(tm.DEFAULT_PARAMS, c0_us=terms["c0_us"], kappa=1.0, overhead_us=0.0, copy_scale=0.0),
-         "threads": int(cfg["threads"]), "node_source": source, "predictor_dir": str(pdir) if pdir else "",
+         "threads": int(cfg["threads"]), "node_source": source, "predictor_dir": paths.portable(pdir) if pdir else "",
          "measured": {**terms, "spread_session": spread_, "train_models": train},
          "load_params": "not measured on CPU EP here: alpha 0 (idle only)", "fitted": [], "at_bounds": []}
     if source == "lines":

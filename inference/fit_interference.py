@@ -157,7 +157,7 @@ def prepare_all(records: dict, model: dict, predictor_dir: str) -> dict:
         return {m: tm.prepared(r, {}, model) for m, r in records.items()}
     from inference.predict_model_latency import prepare_record
     from training.train_kernel_model import load_predictor
-    pdir = Path(predictor_dir) if predictor_dir else paths.train_models_dir() / "nvidia-h200"
+    pdir = tm.predictor_of(model, predictor_dir) or paths.train_models_dir() / "nvidia-h200"
     predictor = load_predictor(pdir)
     return {m: prepare_record(r, predictor, model) for m, r in records.items()}
 

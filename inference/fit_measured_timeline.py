@@ -289,6 +289,9 @@ def main() -> int:
                          "copies": lines, "spread": spread, "train_models": train}
     model["fitted"], model["at_bounds"] = [], []
     model["algo_gpu_ratio"] = algo_ratio
+    model["gpu_source"] = cfg["gpu_source"]
+    if cfg["gpu_source"] == "predictor":   # its overhead term is relative to this predictor: predictions use it
+        model["predictor_dir"] = paths.portable(pdir)
     if base:  # the load terms are not measured here yet: the fitted model's, named as such
         model["params"].update({k: base["params"][k] for k in ("alpha", "beta_us", "clock_exp") if k in base["params"]})
         model["load_params_from"] = str(cfg["baseline_timeline_model"])

@@ -342,17 +342,22 @@ def main() -> int:
         raise HaseError("file not found" if not args.model.exists() else "not a file", args.model)
     device = resolve_device(cfg["device"])
     slug = device_slug(device)
+    from inference import timeline_model as tm
     from training.train_kernel_model import load_predictor
-    pdir = Path(cfg["predictor_dir"]) if cfg["predictor_dir"] else paths.train_models_dir() / slug
+    model, mpath = load_timeline_model(cfg, slug)
+    pdir = tm.predictor_of(model, cfg["predictor_dir"]) or paths.train_models_dir() / slug
     predictor = load_predictor(pdir)
     check_ep(predictor, device, pdir)
     check_provenance(predictor.manifest.get("metadata", {}), device, log)
     options = session_options(cfg)
-    fields = [f[len(BG):] for f in predictor.load_fields]
+    # the predictor's load features and what the timeline itself reads (a kernel-space predictor has none)
+    fields = list(dict.fromkeys([f[len(BG):] for f in predictor.load_fields] + tm.load_fields_of(model, device)))
     load, src, wait_info, wait_warning = current_load(cfg, device, fields, args.metrics_file)
     if wait_warning:
         log.warning("%s", wait_warning)
-    model, mpath = load_timeline_model(cfg, slug)
+    if model and model.get("threads"):
+        log.info("the timeline model is for sessions with %s intra-op threads (ORT's intra_op_num_threads)",
+                 model["threads"])
     t0 = time.perf_counter()
     record = analyse(args.model, device, cfg)
     t1 = time.perf_counter()
@@ -371,7 +376,8 @@ def main() -> int:
     res.update({"load": load, "load_source": src, **wait_info, "predict_s": t2 - t1,
                 "predict_warm_s": time.perf_counter() - t2,
                 "analyse_s": t1 - t0,
-                "predictor_dir": str(pdir), "timeline_model": str(mpath) if model else None})
+                "predictor_dir": str(pdir), "timeline_model": str(mpath) if model else None,
+                "intra_op_threads": (model or {}).get("threads")})
     print(format_prediction(res, cfg["top_kernels"]))
     if args.trace:
         if model is None:

@@ -392,6 +392,32 @@ def at_bounds(params: dict, free) -> list:
 
 
 # ---- persistence -----------------------------------------------------------------------------
+def predictor_of(model, explicit=""):
+    """The kernel predictor a prediction with this timeline model must use: `explicit` (--set predictor_dir) first,
+    else the one the model was fitted with where its GPU/node time comes from a predictor (it records
+    predictor_dir: its overhead term is relative to THAT predictor's kernel times), else None (the caller's
+    default). A recorded predictor that is not built is a one-line error."""
+    if explicit:
+        return Path(explicit)
+    if not model or model.get("gpu_table") or not model.get("predictor_dir"):
+        return None
+    pdir = paths.from_home(model["predictor_dir"])
+    if not (pdir / "manifest.json").exists():
+        raise HaseError(f"the timeline model takes its kernel times from the predictor {pdir}, which is not built "
+                        f"(phase 5: training/kernel_space_report.py or train_kernel_model.py; or --set predictor_dir=...)")
+    return pdir
+
+
+def load_fields_of(model, device: str) -> list:
+    """The background metrics the timeline itself reads (whatever the kernel predictor's own load features):
+    busy fraction and SM clock on a GPU (and DRAM activity when its gamma is on), CPU utilisation on CPU EP."""
+    if not model:
+        return []
+    if device == "cpu":
+        return [CPU_BUSY]
+    return [BUSY, CLOCK] + ([DRAM] if model.get("params", {}).get("gamma", 0.0) else [])
+
+
 def train_archs(model: dict) -> set:
     """The architectures a timeline model with measured terms was fitted on (its measured train_models)."""
     return {paths.model_arch(m) for m in model.get("measured", {}).get("train_models", [])}

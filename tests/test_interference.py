@@ -177,3 +177,21 @@ def test_judge_timeline_needs_records(tmp_path):
     p = run_script([str(REPO / "inference" / "judge_timeline.py"), "--set", f"records={tmp_path}",
                     "--set", f"out={tmp_path / 'j'}"], tmp_path, cwd=REPO, check=False, timeout=300)
     assert p.returncode != 0 and "no CUDA record for" in p.stderr
+
+
+def test_predictor_of_and_the_timeline_load_fields(tmp_path, monkeypatch):
+    """Which kernel predictor a timeline model needs, and which background metrics it reads itself."""
+    built = tmp_path / "training" / "models" / "kspace"
+    built.mkdir(parents=True)
+    (built / "manifest.json").write_text("{}")
+    monkeypatch.setenv("HASE_HOME", str(tmp_path))
+    rec = {"predictor_dir": "training/models/kspace", "params": dict(tm.DEFAULT_PARAMS)}
+    assert tm.predictor_of(rec) == built                           # recorded, relative to the Hase home
+    assert tm.predictor_of(rec, "/x/y") == Path("/x/y")            # --set predictor_dir wins
+    assert tm.predictor_of(dict(rec, gpu_table={"by_key": {}})) is None   # CUPTI lines: no predictor needed
+    assert tm.predictor_of({"params": {}}) is None and tm.predictor_of(None) is None
+    with pytest.raises(HaseError, match="missing_one, which is not built"):
+        tm.predictor_of(dict(rec, predictor_dir="training/models/missing_one"))
+    assert tm.load_fields_of(rec, "cuda") == [tm.BUSY, tm.CLOCK]
+    assert tm.load_fields_of(dict(rec, params=dict(rec["params"], gamma=0.5)), "cuda") == [tm.BUSY, tm.CLOCK, tm.DRAM]
+    assert tm.load_fields_of(rec, "cpu") == [tm.CPU_BUSY] and tm.load_fields_of(None, "cuda") == []

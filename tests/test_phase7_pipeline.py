@@ -403,3 +403,25 @@ def test_pred_vs_actual_draws_hase_on_top_with_the_band(tmp_path):
     fig.savefig(tmp_path / "pred_vs_actual.png", dpi=80)
     plt.close(fig)
     assert (tmp_path / "pred_vs_actual.png").stat().st_size > 1000
+
+
+def test_the_timeline_model_names_its_predictor(home, tmp_path):
+    """A timeline model whose kernel times come from a predictor records it (predictor_dir): a prediction with it
+    uses THAT predictor unless --set predictor_dir says otherwise; one that is not built is a one-line error."""
+    slug = slug_dir(home / "training" / "models").name
+    other = tmp_path / "its_predictor"
+    shutil.copytree(home / "training" / "models" / slug, other)
+    model = json.loads((home / "inference" / "results" / slug / "timeline_model.json").read_text())
+    assert not model.get("gpu_table")
+    tl = tmp_path / "timeline_model.json"
+    tl.write_text(json.dumps(dict(model, predictor_dir=str(other))))
+    out = tmp_path / "pred.json"
+    _predict(home, "--set", f"timeline_model={tl}", "--json", str(out))
+    assert json.loads(out.read_text())["predictor_dir"] == str(other)
+    _predict(home, "--set", f"timeline_model={tl}", "--set", f"predictor_dir={home / 'training' / 'models' / slug}",
+             "--json", str(out))
+    assert json.loads(out.read_text())["predictor_dir"] == str(home / "training" / "models" / slug)
+    tl.write_text(json.dumps(dict(model, predictor_dir=str(tmp_path / "never_built"))))
+    p = _predict(home, "--set", f"timeline_model={tl}", check=False)
+    last = p.stderr.strip().splitlines()[-1]
+    assert p.returncode == 2 and last.startswith("error:") and "never_built" in last and "not built" in last

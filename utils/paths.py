@@ -36,6 +36,21 @@ def bench_results_dir() -> Path:     # phase 4
     return home() / "benchmark" / "results"
 
 
+def portable(path) -> str:
+    """A path as recorded in an artifact: relative to the Hase home when inside it (resolved back by from_home)."""
+    p = Path(path).resolve()
+    try:
+        return str(p.relative_to(home()))
+    except ValueError:
+        return str(p)
+
+
+def from_home(text) -> Path:
+    """A recorded path: relative ones are under the Hase home."""
+    p = Path(text)
+    return p if p.is_absolute() else home() / p
+
+
 def train_models_dir() -> Path:      # phase 5
     return home() / "training" / "models"
 

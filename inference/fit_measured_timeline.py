@@ -44,9 +44,10 @@ from utils.tables import read_machines as read_tables  # noqa: E402
 ZOO = ["resnet18", "resnet34", "resnet50", "mobilenet_v2", "vgg11", "densenet121", "efficientnet_b0", "vit_b_16",
        "mobilenet_v3_small", "regnet_y_400mf", "convnext_tiny", "shufflenet_v2_x1_0"]
 DEFAULTS = {"timeline_dirs": ["benchmark/results/nvidia-h200/timeline/machine_*"],
-            "records": "ort_analysis/ort_kernel_record/nvidia-h200", "predictor_dir": "",
+            "records": "ort_analysis/ort_kernel_record/nvidia-h200",
+            "predictor_dir": "training/models/nvidia-h200-kspace-noheldout",
             "baseline_timeline_model": "inference/results/nvidia-h200/timeline_model.json",
-            "train_archs": ZOO, "algo": "EXHAUSTIVE", "gpu_floor_frac": 0.0, "gpu_source": "cupti_table",
+            "train_archs": ZOO, "algo": "EXHAUSTIVE", "gpu_floor_frac": 0.0, "gpu_source": "predictor",
             "host_lines": True,  # host per class a + b * its predicted GPU time; false: the op type's median
             "dispatch_bound_idle_frac": 0.5,   # sessions whose GPU idles this share of the span: host-bound
             "spread_quantiles": [0.1, 0.9],

@@ -17,6 +17,9 @@ from tests.helpers import run_script  # noqa: E402
 from utils.errors import HaseError  # noqa: E402
 
 P = dict(tm.DEFAULT_PARAMS, c0_us=100.0, alpha=1.0)
+# the measured timeline whose GPU times are the CUPTI lines: it needs no trained kernel predictor (CI has none;
+# the default measured/ one takes its GPU times from the kernel-space predictor, git-ignored)
+CUPTI_LINES = REPO / "inference" / "results" / "nvidia-h200" / "measured_cupti_lines" / "timeline_model.json"
 
 
 def prep(h, g, h2d=50.0, d2h=10.0):
@@ -128,8 +131,8 @@ def test_fit_on_committed_h200_neighbours(tmp_path):
     """The fit on the committed neighbour data: alpha inside its physical range, held-out neighbours disjoint
     from the training ones, every case with p10 <= central <= p90, the splits the issue names."""
     out = tmp_path / "fi"
-    run_script([str(REPO / "inference" / "fit_interference.py"), "--set", f"out={out}", "--set", "summary="],
-               tmp_path, cwd=REPO, timeout=600)
+    run_script([str(REPO / "inference" / "fit_interference.py"), "--set", f"out={out}", "--set", "summary=",
+                "--set", f"timeline_model={CUPTI_LINES}"], tmp_path, cwd=REPO, timeout=600)
     s = json.loads((out / "summary.json").read_text())
     assert tm.LOWER["alpha"] < s["alpha"] < tm.UPPER["alpha"]
     assert set(s["train_neighbours"]).isdisjoint(s["heldout_neighbours"])
@@ -161,8 +164,8 @@ def test_judge_timeline_on_the_committed_h100_sessions(tmp_path):
     """A timeline model judged on another GPU's sessions: labels are the medians over its sessions, every
     model is predicted with p10 <= central <= p90, and the split names the architectures' split."""
     out = tmp_path / "j"
-    run_script([str(REPO / "inference" / "judge_timeline.py"), "--set", f"out={out}"], tmp_path, cwd=REPO,
-               timeout=600)
+    run_script([str(REPO / "inference" / "judge_timeline.py"), "--set", f"out={out}",
+                "--set", f"timeline_model={CUPTI_LINES}"], tmp_path, cwd=REPO, timeout=600)
     s = json.loads((out / "summary.json").read_text())
     assert "idle / held-out arch" in s["by_split"] and s["sessions_per_model"] >= 3
     cases = pd.read_csv(out / "cases.csv")

@@ -1,7 +1,7 @@
 """Phase 4 (kernel space): measure many kernels per session, packed as disjoint subgraphs of one model.
 
   python benchmark/multi_kernel_runner.py --device cpu --record ort_analysis/ort_kernel_record/sampled/kspace_s0.cpu.json
-      [--record 'ort_analysis/ort_kernel_record/*.cpu.json'] [--set chunk=48] [--max-minutes 8]
+      [--record 'ort_analysis/ort_kernel_record/*.cpu.json'] [--set chunk=192] [--max-minutes 8]
 
 The collector (collector.py) builds one session per kernel: 4.3 kernel measurements/s on the H200,
 most of it session creation. Here `chunk` kernels of the records (phase 2 zoo records and/or the
@@ -67,10 +67,10 @@ EXTRA_COLS = ["timing", "host_us_median", "pack", "pack_size", "pack_wall_ms", "
 KERNELS_CSV, THROUGHPUT_JSON = "kernels.csv", "throughput.json"
 TIMING = {"cpu": "ort_profiler_node", "cuda": "cupti_gpu"}
 IDLE = {"stress_level": 0, "load": "idle"}
-DEFAULTS = {"device": "auto", "device_id": 0, "records": [], "chunk": 48, "max_pack_mb": 8000, "warmup": 5,
-            "runs": 20, "wall_loops": 10, "io": "device", "opt_level": "disable", "threads": 0, "seed": 0,
+DEFAULTS = {"device": "auto", "device_id": 0, "records": [], "chunk": 192, "max_pack_mb": 8000, "warmup": 3,
+            "runs": 10, "wall_loops": 10, "io": "device", "opt_level": "disable", "threads": 0, "seed": 0,
             "max_kernels": 0, "max_minutes": 0, "skip_categories": ["transfer"], "out": "kernel_space",
-            "bg_sample_ms": 100, "cudnn_conv_algo_search": "EXHAUSTIVE", "prefetch": True,
+            "bg_sample_ms": 20, "cudnn_conv_algo_search": "EXHAUSTIVE", "prefetch": True,
             "metrics": json.loads(json.dumps(COLLECTOR_DEFAULTS["metrics"]))}
 
 

@@ -4,8 +4,8 @@
 # (benchmark/multi_kernel_runner.py: disjoint subgraphs of one model, per-kernel GPU time from CUPTI records
 # attributed to ORT's nodes). Stays under ~9 minutes: the runner stops between packs after MINUTES.
 #   source .device/activate.sh && bash benchmark/run_gpu_kernel_space.sh /tmp/job
-# Env: SEED (sampler seed, 0), MINUTES (runner budget per measuring stage, 6), CHUNK (kernels per pack, 48),
-#      RUNS (profiled runs, 20), ZOO (1 = also the zoo's records, 0 = sampled only), SAMPLE_SETS (extra
+# Env: SEED (sampler seed, 0), MINUTES (runner budget per measuring stage, 6), CHUNK (kernels per pack, 192),
+#      RUNS (profiled runs, 10), RUNNER_SETS (extra "--set k=v" words for the runner), ZOO (1 = also the zoo's records, 0 = sampled only), SAMPLE_SETS (extra
 #      "--set k=v" words for the sampler), PEAKS=1 (first benchmark/peak_bench.py: peaks.json),
 #      ADAPTIVE_ERRORS=<errors csv> (second stage: neighbours of its worst sampled kernels, ADAPTIVE_SETS for
 #      the sampler; measured first, into kernel_space_adaptive/), REPEAT=0 (skip the prior+zoo measurement:
@@ -24,7 +24,7 @@ AREC=$SDIR/kspace_s${SEED}_adaptive.cuda.json
 RECORDS=(--record "$REC")
 [ "${ZOO:-1}" = 1 ] && RECORDS+=(--record "ort_analysis/ort_kernel_record/nvidia-h200/*.cuda.json.gz")
 RUNNER=(python3 benchmark/multi_kernel_runner.py --device cuda --max-minutes "${MINUTES:-6}"
-        --set "chunk=${CHUNK:-48}" --set "runs=${RUNS:-20}")
+        --set "chunk=${CHUNK:-192}" --set "runs=${RUNS:-10}" ${RUNNER_SETS:-})
 quiet() { grep -vE "Warning|_warn_once|plugin EP"; }
 {
 if [ "${PEAKS:-0}" = 1 ]; then

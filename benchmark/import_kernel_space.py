@@ -26,6 +26,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from utils.errors import HaseError, run_main  # noqa: E402
 from utils.paths import atomic_write_bytes, atomic_write_text  # noqa: E402
+from utils.tables import read_csv_checked  # noqa: E402
 
 KERNELS = "kernels.csv.xz"
 # a later, large sample: what phase 5's features and labels read, 5 significant digits (the tree travels to the GPU)
@@ -49,10 +50,7 @@ def parents(job: Path) -> dict:
 
 
 def read_job_csv(path: Path) -> pd.DataFrame:
-    try:
-        return pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise HaseError(f"not a readable CSV ({type(e).__name__})", path)
+    return read_csv_checked(path, low_memory=False)
 
 
 def append_new(job: Path, dest: Path, files=("kernels.csv", "adaptive_kernels.csv"), slim_name: str = "") -> int:
@@ -83,11 +81,8 @@ def append_new(job: Path, dest: Path, files=("kernels.csv", "adaptive_kernels.cs
 
 def write_repeat(job: Path, dest: Path, name: str) -> int:
     old = read_job_csv(dest / KERNELS)
-    rep = read_job_csv(job / "kernels.csv")
+    rep = read_csv_checked(job / "kernels.csv", REPEAT_COLS, low_memory=False)
     rep = rep[rep["Kernel_ID"].isin(set(old["Kernel_ID"]))]
-    missing = [c for c in REPEAT_COLS if c not in rep.columns]
-    if missing:
-        raise HaseError(f"missing column '{missing[0]}'", job / "kernels.csv")
     write_xz(rep[REPEAT_COLS], dest / f"repeat_{name}.csv.xz", float_format="%.5g")
     return len(rep)
 

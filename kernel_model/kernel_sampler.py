@@ -526,16 +526,8 @@ def neighbour(params: dict, space: dict, rng, move_p: float) -> dict:
 
 def worst_configs(errors_csv, error_col: str, top_k: int) -> list:
     import pandas as pd
-    path = Path(errors_csv)
-    if not path.exists():
-        raise HaseError("adaptive.errors_csv: file not found", path)
-    try:
-        df = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise HaseError(f"adaptive.errors_csv: not a readable CSV ({type(e).__name__})", path)
-    for col in ("Kernel_ID", error_col):
-        if col not in df.columns:
-            raise HaseError(f"adaptive.errors_csv: column '{col}' missing", path)
+    from utils.tables import read_csv_checked
+    df = read_csv_checked(errors_csv, ("Kernel_ID", error_col), prefix="adaptive.errors_csv: ")
     err = pd.to_numeric(df[error_col], errors="coerce")
     df = df.assign(_err=err.abs()).dropna(subset=["_err"])
     worst = df.groupby("Kernel_ID")["_err"].mean().sort_values(ascending=False)

@@ -489,3 +489,20 @@ def test_report_shows_the_kernel_space_and_its_throughput(tmp_path):
     assert "collection (new s1," in text and "= 10.0 kernel measurements/s" in text
     assert "repeat_b.csv.xz: 2 kernels re-measured, mean |diff| 5.0%" in text
     assert "12.5 TFLOP/s, 1.25 TB/s" in text
+
+
+def test_one_csv_check_for_every_reader(tmp_path):
+    """utils.tables.read_csv_checked: the check load_dataset, the adaptive sampler, the machine tables and the
+    kernel-space import share: missing file, unreadable file, missing column, each one line naming the file."""
+    from utils.tables import read_csv_checked
+    with pytest.raises(HaseError, match=r"none\.csv: adaptive\.errors_csv: file not found"):
+        read_csv_checked(tmp_path / "none.csv", prefix="adaptive.errors_csv: ")
+    bad = tmp_path / "bad.csv.gz"
+    bad.write_bytes(b"not gzip at all")
+    with pytest.raises(HaseError, match=r"bad\.csv\.gz: not a readable CSV"):
+        read_csv_checked(bad)
+    ok = tmp_path / "ok.csv"
+    pd.DataFrame({"Kernel_ID": ["a"], "ape": [0.1]}).to_csv(ok, index=False)
+    with pytest.raises(HaseError, match=r"ok\.csv: missing column 'OpType'"):
+        read_csv_checked(ok, ("Kernel_ID", "OpType"))
+    assert read_csv_checked(ok, ("Kernel_ID", "ape"))["ape"].tolist() == [0.1]

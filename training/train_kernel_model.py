@@ -76,16 +76,11 @@ def sha256_file(path: Path) -> str:
 
 def load_dataset(csv_path: Path, target: str) -> pd.DataFrame:
     """Phase 4 rows with status ok and a positive, finite target."""
+    from utils.tables import read_csv_checked
     csv_path = Path(csv_path)
     if not csv_path.exists():
         raise HaseError("benchmark CSV not found (run phase 4 first, or --set data_csv=...)", csv_path)
-    try:
-        df = pd.read_csv(csv_path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise HaseError(f"not a readable CSV ({type(e).__name__})", csv_path)
-    for col in ("Kernel_ID", "OpType", target):
-        if col not in df.columns:
-            raise HaseError(f"column '{col}' missing", csv_path)
+    df = read_csv_checked(csv_path, ("Kernel_ID", "OpType", target), low_memory=False)
     if "status" in df.columns:
         df = df[df["status"].astype(str) == "ok"]
     y = pd.to_numeric(df[target], errors="coerce")

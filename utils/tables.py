@@ -1,11 +1,28 @@
 """Measured tables that come one folder per GPU machine (benchmark/results/<gpu>/<dataset>/machine_*):
-one reader, so every phase that pools machines checks them the same way."""
+one reader, so every phase that pools machines checks them the same way; and the one CSV check
+(read_csv_checked) every reader of a user-given CSV uses."""
 from pathlib import Path
 
 import pandas as pd
 
 from utils import paths
 from utils.errors import HaseError
+
+
+def read_csv_checked(path, required=(), what: str = "CSV", prefix: str = "", **kw) -> pd.DataFrame:
+    """The one CSV check of Hase's readers: a file that is missing, unreadable or lacks a required column is a
+    one-line HaseError naming the file (`prefix` names the config field it came from)."""
+    path = Path(path)
+    if not path.exists():
+        raise HaseError(f"{prefix}file not found", path)
+    try:
+        df = pd.read_csv(path, **kw)
+    except (OSError, EOFError, ValueError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise HaseError(f"{prefix}not a readable {what} ({type(e).__name__})", path)
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise HaseError(f"{prefix}missing column '{missing[0]}'", path)
+    return df
 
 
 def read_machine_csv(folder, name: str, required, what: str = "table") -> pd.DataFrame:
@@ -15,13 +32,7 @@ def read_machine_csv(folder, name: str, required, what: str = "table") -> pd.Dat
     path = paths.csv_or_gz(folder / name)
     if not path.exists():
         raise HaseError(f"{name} missing (not a machine folder of {what}s)", folder)
-    try:
-        df = pd.read_csv(path, keep_default_na=False, na_values=[""])
-    except (OSError, EOFError, ValueError, pd.errors.ParserError) as e:
-        raise HaseError(f"not a readable {what} table ({type(e).__name__})", path)
-    missing = [c for c in required if c not in df.columns]
-    if missing:
-        raise HaseError(f"missing column '{missing[0]}'", path)
+    df = read_csv_checked(path, required, f"{what} table", keep_default_na=False, na_values=[""])
     if df.empty:
         raise HaseError(f"no {what}s", path)
     return df.assign(machine=folder.name)

@@ -147,6 +147,9 @@ def _top_level(records: list) -> list:
     return kept
 
 
+ROUND_US = 2   # ts and dur of ORT's profile events are whole microseconds, rounded apart
+
+
 def parse_profile(events: list, skip_runs: int = 0) -> list:
     """One breakdown dict per model_run event (time order), the first skip_runs dropped.
 
@@ -168,14 +171,16 @@ def parse_profile(events: list, skip_runs: int = 0) -> list:
         if i < skip_runs:
             continue
         r0, r1 = run["ts"], end_us(run)
-        inside = exec_ev[bisect.bisect_left(exec_starts, r0): bisect.bisect_right(exec_starts, r1)]
-        inside = [e for e in inside if end_us(e) <= r1]
+        # ORT writes ts and dur as whole microseconds, each rounded on its own: an event inside another may
+        # appear to start or end up to ROUND_US outside it (a run of a few us lost its Execute event that way)
+        inside = exec_ev[bisect.bisect_left(exec_starts, r0 - ROUND_US): bisect.bisect_right(exec_starts, r1)]
+        inside = [e for e in inside if end_us(e) <= r1 + ROUND_US]
         if not inside:
             raise HaseError(f"model_run #{i} (ts={r0} us) holds no SequentialExecutor::Execute event")
         ex = max(inside, key=lambda e: e.get("dur", 0))  # the top-level one; subgraphs run shorter ones
         x0, x1 = ex["ts"], end_us(ex)
-        nodes_raw = node_ev[bisect.bisect_left(node_starts, x0): bisect.bisect_right(node_starts, x1)]
-        nodes = _node_records([e for e in nodes_raw if end_us(e) <= x1], fmt)
+        nodes_raw = node_ev[bisect.bisect_left(node_starts, x0 - ROUND_US): bisect.bisect_right(node_starts, x1)]
+        nodes = _node_records([e for e in nodes_raw if end_us(e) <= x1 + ROUND_US], fmt)
         out.append(breakdown_of_run(i, fmt, run, ex, nodes))
     return out
 

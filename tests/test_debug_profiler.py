@@ -184,6 +184,22 @@ def test_parse_profile_kernel_time_format_and_subgraph_nodes():
     assert r["execute_outside_nodes_us"] == 7 and r["before_execute_us"] == 10 and r["after_execute_us"] == 10
 
 
+def test_parse_profile_tolerates_microsecond_rounding():
+    """ORT writes ts and dur as whole microseconds, rounded apart: in a run of a few us the Execute event can
+    start 1 us before its model_run and end 1 us after it (a runner once lost such a run: 'holds no
+    SequentialExecutor::Execute event'); its node likewise. Two us of slack keep them; the next run's do not leak."""
+    events = [X("model_run", 100, 6, cat="Session"), X("SequentialExecutor::Execute", 99, 8, cat="Session"),
+              X("a_kernel_time", 100, 8),
+              X("model_run", 130, 6, cat="Session"), X("SequentialExecutor::Execute", 131, 4, cat="Session"),
+              X("b_kernel_time", 131, 3)]
+    r0, r1 = ks.parse_profile(events)
+    assert (r0["execute_start_us"], r0["execute_end_us"]) == (99, 107) and [n["name"] for n in r0["nodes"]] == ["a"]
+    assert [n["name"] for n in r1["nodes"]] == ["b"] and r1["execute_start_us"] == 131
+    from utils.errors import HaseError
+    with pytest.raises(HaseError, match="holds no SequentialExecutor::Execute"):   # 5 us off is not rounding
+        ks.parse_profile([X("model_run", 100, 6, cat="Session"), X("SequentialExecutor::Execute", 95, 20, cat="Session")])
+
+
 def test_parse_profile_needs_model_run():
     from utils.errors import HaseError
     with pytest.raises(HaseError):

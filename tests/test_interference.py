@@ -150,7 +150,7 @@ def test_missing_calibration_row_names_the_load(tmp_path):
     src = REPO / "benchmark" / "results" / "nvidia-h200" / "interference" / "machine_b"
     d = tmp_path / "machine_x"
     d.mkdir()
-    (d / "slices_sessions.csv.gz").write_bytes((src / "slices_sessions.csv.gz").read_bytes())
+    (d / "slices_sessions.csv.xz").write_bytes((src / "slices_sessions.csv.xz").read_bytes())
     cal = pd.read_csv(src / "load_calibration.csv")
     cal[cal["load"] != "corunner-cnn_train"].to_csv(d / "load_calibration.csv", index=False)
     p = run_script([str(REPO / "inference" / "fit_interference.py"), "--set", f"interference_dirs=[{d}]",

@@ -90,6 +90,9 @@ def node_times_beside(csv_path: Path):
 
 
 def find_record(records_dir: Path, model: str, device: str) -> dict:
+    if str(records_dir).endswith(".tar.xz"):   # the committed records travel as one archive
+        from graph_model.dag_critical_path import records_in_tar
+        return records_in_tar(records_dir, device, [model])[model]
     for name in (f"{model}.{device}.json", f"{model}.{device}.json.gz"):
         if (records_dir / name).exists():
             from graph_model.dag_critical_path import load_record

@@ -22,7 +22,10 @@ SDIR=$HASE_HOME/ort_analysis/ort_kernel_record/sampled
 REC=$SDIR/kspace_s$SEED.cuda.json
 AREC=$SDIR/kspace_s${SEED}_adaptive.cuda.json
 RECORDS=(--record "$REC")
-[ "${ZOO:-1}" = 1 ] && RECORDS+=(--record "ort_analysis/ort_kernel_record/nvidia-h200/*.cuda.json.gz")
+if [ "${ZOO:-1}" = 1 ]; then   # the committed zoo records travel as one tar.xz of <model>.cuda.json
+  ZR=$HASE_HOME/zoo_records; mkdir -p "$ZR" && tar xJf ort_analysis/ort_kernel_record/nvidia-h200/records.tar.xz -C "$ZR"
+  RECORDS+=(--record "$ZR/*.cuda.json")
+fi
 RUNNER=(python3 benchmark/multi_kernel_runner.py --device cuda --max-minutes "${MINUTES:-6}"
         --set "chunk=${CHUNK:-192}" --set "runs=${RUNS:-10}" ${RUNNER_SETS:-})
 quiet() { grep -vE "Warning|_warn_once|plugin EP"; }

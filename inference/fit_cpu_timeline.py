@@ -102,28 +102,9 @@ def spread(sessions: pd.DataFrame, q: tuple) -> list:
 
 
 def read_records(where, models: list) -> dict:
-    """{model: its CPU record}: from a folder of <model>.cpu.json.gz (dag_critical_path.load_records), or from one
-    tar.xz of <model>.cpu.json files (44 records: 160 KB as one xz, 580 KB as single gz files)."""
-    where = Path(where)
-    if not where.name.endswith(".tar.xz"):
-        return load_records(where, models, ep="cpu")
-    import tarfile
-    if not where.exists():
-        raise HaseError("file not found", where)
-    out = {}
-    try:
-        with tarfile.open(where, "r:xz") as tf:
-            names = set(tf.getnames())
-            for m in models:
-                if f"{m}.cpu.json" not in names:
-                    raise HaseError(f"no CPU record for {m}", where)
-                rec = json.loads(tf.extractfile(f"{m}.cpu.json").read())
-                if not isinstance(rec, dict) or "kernels" not in rec or "edges" not in rec:
-                    raise HaseError(f"{m}.cpu.json: not a kernel record (no 'kernels'/'edges')", where)
-                out[m] = rec
-    except (tarfile.TarError, EOFError, OSError, ValueError) as e:
-        raise HaseError(f"not a readable tar.xz of records ({type(e).__name__})", where)
-    return out
+    """{model: its CPU record}: a folder of <model>.cpu.json.gz or one tar.xz of <model>.cpu.json files
+    (dag_critical_path.load_records: 44 records are 160 KB as one xz, 580 KB as single gz files)."""
+    return load_records(where, models, ep="cpu")
 
 
 def unmatched_share(records: dict, per_node: pd.DataFrame, where, log, max_share: float = 0.05) -> dict:

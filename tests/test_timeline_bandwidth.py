@@ -17,7 +17,6 @@ from benchmark.bandwidth import fit_linear, load_table, transfer_ms  # noqa: E40
 from graph_model.overlap_simulator import simulate  # noqa: E402
 from inference import timeline_model as tm  # noqa: E402
 from utils.errors import HaseError  # noqa: E402
-from utils.paths import read_json  # noqa: E402
 
 H200_RECORDS = REPO / "ort_analysis" / "ort_kernel_record" / "nvidia-h200"
 P0 = dict(tm.DEFAULT_PARAMS)
@@ -25,8 +24,9 @@ P0 = dict(tm.DEFAULT_PARAMS)
 
 @pytest.fixture(scope="module")
 def record():
-    # a real CUDA EP record from the H200 (committed gzipped)
-    return read_json(H200_RECORDS / "resnet18_bs16_224x224.cuda.json.gz", "record")
+    # a real CUDA EP record from the H200 (committed in one tar.xz)
+    from graph_model.dag_critical_path import load_records
+    return load_records(H200_RECORDS / "records.tar.xz", ["resnet18_bs16_224x224"])["resnet18_bs16_224x224"]
 
 
 def prep_of(record, h_us, g_us, h2d_us=0.0, d2h_us=0.0):
@@ -228,3 +228,22 @@ def test_lookup_drops_a_bad_run_but_keeps_physics():
     # a kernel 40x slower at idle than under every heavier load is a bad run; a real slowdown stays
     assert sane_points([0.0, 0.3, 0.6], [1.7, 0.04, 0.041]) == ([0.3, 0.6], [0.04, 0.041])
     assert sane_points([0.0, 0.3, 0.9], [0.05, 0.06, 1.0]) == ([0.0, 0.3, 0.9], [0.05, 0.06, 1.0])
+
+
+def test_records_from_one_tar_xz_or_a_folder(tmp_path):
+    """load_records reads the committed archive (<model>.<ep>.json members) or a folder of .json / .json.gz files;
+    a model that is not there is a one-line error naming it and the file."""
+    import gzip
+    import json
+    from graph_model.dag_critical_path import load_records, records_in_tar
+    tar = H200_RECORDS / "records.tar.xz"
+    every = records_in_tar(tar)
+    assert len(every) >= 40 and all("kernels" in r and "edges" in r for r in every.values())
+    two = load_records(tar, ["resnet18_bs1_224x224", "vit_b_16_bs16_224x224"])
+    assert set(two) == {"resnet18_bs1_224x224", "vit_b_16_bs16_224x224"}
+    with pytest.raises(HaseError, match=r"records\.tar\.xz: no CUDA record for no_such_model"):
+        load_records(tar, ["no_such_model"])
+    (tmp_path / "a.cuda.json").write_text(json.dumps(two["resnet18_bs1_224x224"]))
+    (tmp_path / "b.cuda.json.gz").write_bytes(gzip.compress(json.dumps(two["vit_b_16_bs16_224x224"]).encode()))
+    got = load_records(tmp_path, ["a", "b"])
+    assert got["a"]["kernels"] == two["resnet18_bs1_224x224"]["kernels"] and len(got["b"]["kernels"]) > 10

@@ -96,6 +96,8 @@ EPILOGUES = {"cpu": ["", "", "Relu", "Relu", "Add", "Add_Relu", "Clip", "HardSig
 ACT_PARAMS = {"Clip": [0.0, 6.0], "HardSigmoid": [1 / 6, 0.5], "LeakyRelu": [0.01]}
 
 DEFAULTS = {"device": "auto", "seed": 0, "n_per_type": 8, "only": [], "max_tries": 200, "out": "",
+            # grouped convs: `free` draws cin and cout apart; `equal` keeps the width, as ResNeXt and RegNet do
+            "conv_grouped_io": "free",
             "limits": {"max_elems": 3.0e7, "max_flops": 1.0e11},
             "epilogues": copy.deepcopy(EPILOGUES),
             "types": {t: {"count": 0, **copy.deepcopy(s)} for t, s in SPACES.items()},
@@ -152,6 +154,8 @@ def validate(cfg: dict) -> list:
             raise HaseError(f"only: unknown kernel type '{t}' (sampler types: {', '.join(SPACES)})")
     for t, space in cfg["types"].items():
         check_space(t, space)
+    if cfg["conv_grouped_io"] not in ("free", "equal"):
+        raise HaseError(f"conv_grouped_io must be free or equal, got {cfg['conv_grouped_io']!r}")
     for k in ("max_elems", "max_flops"):
         v = cfg["limits"][k]
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
@@ -220,6 +224,8 @@ def gen_conv(p: dict, epilogue: str) -> dict:
         g, cout = cin, cin
     elif p["groups"] == "grouped":
         g = p["group_count"]
+        if p.get("grouped_io") == "equal":   # ResNeXt / RegNet: the grouped conv keeps its width (cin = cout)
+            cout = cin
         if cin % g or cout % g or cin == g:
             raise Reject("groups do not divide the channels")
     else:
@@ -467,6 +473,8 @@ def sample_type(ktype: str, space: dict, n: int, rng, ep: str, cfg: dict, seen: 
     space = dict(space)
     if ktype == "Conv":
         space["epilogue"] = list(cfg["epilogues"].get(ep, [""])) or [""]
+        if cfg["conv_grouped_io"] != "free":   # only then: a default draw consumes the generator as before
+            space["grouped_io"] = [cfg["conv_grouped_io"]]
     out, tries = [], 0
     while len(out) < n:
         if tries >= cfg["max_tries"] * n:

@@ -506,3 +506,19 @@ def test_one_csv_check_for_every_reader(tmp_path):
     with pytest.raises(HaseError, match=r"ok\.csv: missing column 'OpType'"):
         read_csv_checked(ok, ("Kernel_ID", "OpType"))
     assert read_csv_checked(ok, ("Kernel_ID", "ape"))["ape"].tolist() == [0.1]
+
+
+def test_grouped_convs_can_keep_their_width_and_the_default_draws_are_unchanged():
+    """conv_grouped_io: equal gives every grouped conv cout = cin (ResNeXt, RegNet); the default (free) draws
+    exactly what it drew before the option existed (same generator use), so committed seeds stay reproducible."""
+    cfg = small_cfg(n=40, seed=5, only=["Conv"])
+    cfg["types"]["Conv"]["groups"] = ["grouped"]
+    free = ks.sample(cfg, "cuda")
+    eq = ks.sample({**cfg, "conv_grouped_io": "equal"}, "cuda")
+    assert all(k["inputs"][1]["shape"][0] == k["inputs"][0]["shape"][1] for k in eq)       # weight [cout, cin/g, ..]
+    assert any(k["inputs"][1]["shape"][0] != k["inputs"][0]["shape"][1] for k in free)
+    assert all(k["attributes"]["group"] > 1 for k in eq + free)
+    again = ks.sample(small_cfg(n=3, seed=0, only=["Conv"]), "cuda")
+    assert [kernel_id(k) for k in again] == [kernel_id(k) for k in ks.sample(small_cfg(n=3, seed=0, only=["Conv"]), "cuda")]
+    with pytest.raises(HaseError, match="conv_grouped_io must be free or equal"):
+        ks.sample({**cfg, "conv_grouped_io": "same"}, "cuda")

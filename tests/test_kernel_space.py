@@ -522,3 +522,16 @@ def test_grouped_convs_can_keep_their_width_and_the_default_draws_are_unchanged(
     assert [kernel_id(k) for k in again] == [kernel_id(k) for k in ks.sample(small_cfg(n=3, seed=0, only=["Conv"]), "cuda")]
     with pytest.raises(HaseError, match="conv_grouped_io must be free or equal"):
         ks.sample({**cfg, "conv_grouped_io": "same"}, "cuda")
+
+
+@pytest.mark.parametrize("gpu", ["nvidia-h200", "nvidia-h100"])
+def test_committed_kernel_space_tables_hold_what_phase5_reads(gpu):
+    """The committed (slimmed) kernel-space tables still give phase 5 everything: rows with the label, the
+    feature inputs, and the load column its lookup-table baseline needs (dropping it broke phase 5 once)."""
+    from training import lookup_table
+    from training.train_kernel_model import load_dataset
+    df = load_dataset(REPO / "benchmark" / "results" / gpu / "kernel_space" / "kernels.csv.xz", "latency_node_ms_median")
+    assert len(df) >= 4000 and df["Kernel_ID"].is_unique
+    assert lookup_table.busy_column(df) == lookup_table.GPU_BUSY
+    f = feature_frame(df.head(50).to_dict("records"), [], {})
+    assert (f["flops"] > 0).any() and f["out_elems"].min() >= 1

@@ -47,7 +47,8 @@ from utils.logger import get_logger  # noqa: E402
 from utils.metrics import accuracy  # noqa: E402
 
 DEFAULTS = {"gpus": {"nvidia-h200": ["benchmark/results/nvidia-h200/kernel_space/kernels.csv.xz",
-                                     "benchmark/results/nvidia-h200/kernel_space/kernels_s1.csv.xz"],
+                                     "benchmark/results/nvidia-h200/kernel_space/kernels_s1.csv.xz",
+                                     "benchmark/results/nvidia-h200/kernel_space/kernels_s2.csv.xz"],
                      "nvidia-h100": ["benchmark/results/nvidia-h100/kernel_space/kernels.csv.xz"]},
             "peaks": {"nvidia-h200": "benchmark/results/nvidia-h200/peaks.json",
                       "nvidia-h100": "benchmark/results/nvidia-h100/peaks.json"},

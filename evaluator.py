@@ -90,14 +90,12 @@ def node_times_beside(csv_path: Path):
 
 
 def find_record(records_dir: Path, model: str, device: str) -> dict:
-    if str(records_dir).endswith(".tar.xz"):   # the committed records travel as one archive
-        from graph_model.dag_critical_path import records_in_tar
-        return records_in_tar(records_dir, device, [model])[model]
-    for name in (f"{model}.{device}.json", f"{model}.{device}.json.gz"):
-        if (records_dir / name).exists():
-            from graph_model.dag_critical_path import load_record
-            return load_record(records_dir / name)
-    raise HaseError(f"no kernel record for model {model} (phase 2)", records_dir)
+    """The model's phase 2 record: a folder of <model>.<device>.json[.gz] or one records.json.xz."""
+    from graph_model.dag_critical_path import load_records
+    if not str(records_dir).endswith(".json.xz") and not any(
+            (Path(records_dir) / f"{model}.{device}.{x}").exists() for x in ("json", "json.gz")):
+        raise HaseError(f"no kernel record for model {model} (phase 2)", records_dir)
+    return load_records(records_dir, [model], device)[model]
 
 
 def actual_column(cfg: dict, source) -> str:

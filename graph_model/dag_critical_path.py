@@ -35,12 +35,12 @@ NODE_FIELDS = ("type", "category", "op_type", "ep", "node_name", "flops", "bytes
 
 
 def load_records(records_dir, models, ep: str = "cuda") -> dict:
-    """{model: its phase 2 record} from a folder of <model>.<ep>.json[.gz], or from one .tar.xz of <model>.<ep>.json
-    files (how the committed records travel: 41 H200 records are 156 KB so, 500 KB as single gz files); a missing
-    one -> HaseError naming it."""
+    """{model: its phase 2 record} from a folder of <model>.<ep>.json[.gz], or from one records.json.xz holding
+    {model: record} (how the committed records travel: 41 H200 records are 143 KB so, 500 KB as single gz files);
+    a missing one -> HaseError naming it."""
     where = Path(records_dir)
-    if where.name.endswith(".tar.xz"):
-        return records_in_tar(where, ep, models)
+    if where.name.endswith(".json.xz"):
+        return records_in_file(where, ep, models)
     out = {}
     for m in models:
         f = next((where / f"{m}.{ep}.{x}" for x in ("json.gz", "json") if (where / f"{m}.{ep}.{x}").exists()), None)
@@ -50,27 +50,22 @@ def load_records(records_dir, models, ep: str = "cuda") -> dict:
     return out
 
 
-def records_in_tar(where, ep: str = "cuda", models=None) -> dict:
-    """{model: record} of a .tar.xz of <model>.<ep>.json files: the named models (each must be there) or all."""
-    import json
-    import tarfile
+def records_in_file(where, ep: str = "cuda", models=None) -> dict:
+    """{model: record} of one records.json.xz ({model: record}): the named models (each must be there) or all."""
     where = Path(where)
     if not where.exists():
         raise HaseError("file not found", where)
-    suffix = f".{ep}.json"
+    every = paths.read_json(where, "records file")
+    if not isinstance(every, dict):
+        raise HaseError("not a records file ({model: record})", where)
     out = {}
-    try:
-        with tarfile.open(where, "r:xz") as tf:
-            names = {n.removesuffix(suffix): n for n in tf.getnames() if n.endswith(suffix)}
-            for m in (models if models is not None else sorted(names)):
-                if m not in names:
-                    raise HaseError(f"no {ep.upper()} record for {m}", where)
-                rec = json.loads(tf.extractfile(names[m]).read())
-                if not isinstance(rec, dict) or "kernels" not in rec or "edges" not in rec:
-                    raise HaseError(f"{names[m]}: not a kernel record (no 'kernels'/'edges')", where)
-                out[m] = rec
-    except (tarfile.TarError, EOFError, OSError, ValueError) as e:
-        raise HaseError(f"not a readable tar.xz of records ({type(e).__name__})", where)
+    for m in (models if models is not None else sorted(every)):
+        rec = every.get(m)
+        if rec is None:
+            raise HaseError(f"no {ep.upper()} record for {m}", where)
+        if not isinstance(rec, dict) or "kernels" not in rec or "edges" not in rec:
+            raise HaseError(f"{m}: not a kernel record (no 'kernels'/'edges')", where)
+        out[m] = rec
     return out
 
 

@@ -43,7 +43,7 @@ from utils.tables import read_machines  # noqa: E402
 
 SLUG = "cpu-intel-r-xeon-r-processor"   # utils.ort_session.device_slug("cpu") on the H100 machine measured
 DEFAULTS = {"timeline_dirs": [f"benchmark/results/{SLUG}/timeline/machine_*"],
-            "records": f"ort_analysis/ort_kernel_record/{SLUG}/records.tar.xz", "predictor_dir": "",
+            "records": f"ort_analysis/ort_kernel_record/{SLUG}/records.json.xz", "predictor_dir": "",
             "node_source": "lines", "train_archs": ZOO, "threads": 8, "spread_quantiles": [0.1, 0.9],
             "min_nodes": 3, "out": f"inference/results/{SLUG}"}
 NEED_S = ["model", "session", "threads", "e2e_median_ms", "ort_node_sum_us", "n_nodes"]
@@ -102,8 +102,8 @@ def spread(sessions: pd.DataFrame, q: tuple) -> list:
 
 
 def read_records(where, models: list) -> dict:
-    """{model: its CPU record}: a folder of <model>.cpu.json.gz or one tar.xz of <model>.cpu.json files
-    (dag_critical_path.load_records: 44 records are 160 KB as one xz, 580 KB as single gz files)."""
+    """{model: its CPU record}: a folder of <model>.cpu.json.gz or one records.json.xz
+    (dag_critical_path.load_records: 44 records are 147 KB as one xz, 580 KB as single gz files)."""
     return load_records(where, models, ep="cpu")
 
 

@@ -44,7 +44,7 @@ from utils.plots import save_png  # noqa: E402
 from utils.tables import read_machines  # noqa: E402
 
 DEFAULTS = {"interference_dirs": ["benchmark/results/nvidia-h200/interference/machine_*"],
-            "records": "ort_analysis/ort_kernel_record/nvidia-h200/records.tar.xz", "predictor_dir": "",
+            "records": "ort_analysis/ort_kernel_record/nvidia-h200/records.json.xz", "predictor_dir": "",
             "timeline_model": "inference/results/nvidia-h200/measured/timeline_model.json",
             "train_neighbours": ["slices_*"],   # load names (without @knob) the constants are fitted on
             "statistic": "mean",                # each session's central value of its runs: mean | median

@@ -44,7 +44,7 @@ from utils.tables import read_machines as read_tables  # noqa: E402
 ZOO = ["resnet18", "resnet34", "resnet50", "mobilenet_v2", "vgg11", "densenet121", "efficientnet_b0", "vit_b_16",
        "mobilenet_v3_small", "regnet_y_400mf", "convnext_tiny", "shufflenet_v2_x1_0"]
 DEFAULTS = {"timeline_dirs": ["benchmark/results/nvidia-h200/timeline/machine_*"],
-            "records": "ort_analysis/ort_kernel_record/nvidia-h200/records.tar.xz",
+            "records": "ort_analysis/ort_kernel_record/nvidia-h200/records.json.xz",
             "predictor_dir": "training/models/nvidia-h200-kspace-noheldout",
             "baseline_timeline_model": "inference/results/nvidia-h200/timeline_model.json",
             "train_archs": ZOO, "algo": "EXHAUSTIVE", "gpu_floor_frac": 0.0, "gpu_source": "predictor",

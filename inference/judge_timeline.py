@@ -31,7 +31,7 @@ from utils.tables import read_machines  # noqa: E402
 DEFAULTS = {"timeline_model": "inference/results/nvidia-h200/measured/timeline_model.json",
             "predictor_dir": "",      # the kernel predictor of a gpu_source=predictor model
             "timeline_dirs": ["benchmark/results/nvidia-h100/timeline/machine_*"],
-            "records": "ort_analysis/ort_kernel_record/nvidia-h200/records.tar.xz",   # phase 2 CUDA records of the models
+            "records": "ort_analysis/ort_kernel_record/nvidia-h200/records.json.xz",   # phase 2 CUDA records of the models
             "algo": "EXHAUSTIVE", "spread_quantiles": [0.1, 0.9],
             "out": "inference/results/nvidia-h100/judged"}
 

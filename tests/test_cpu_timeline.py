@@ -19,7 +19,7 @@ from inference import timeline_model as tm  # noqa: E402
 from utils.errors import HaseError  # noqa: E402
 
 DATA = REPO / "benchmark" / "results" / fct.SLUG / "timeline" / "machine_a"
-RECORDS = REPO / "ort_analysis" / "ort_kernel_record" / fct.SLUG / "records.tar.xz"
+RECORDS = REPO / "ort_analysis" / "ort_kernel_record" / fct.SLUG / "records.json.xz"
 IDLE = {"u": 0.0, "clock_ratio": 1.0, "wait_us": 0.0}
 
 
@@ -100,11 +100,11 @@ def test_bad_inputs_give_one_line_errors(tmp_path):
     err = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(err) == 1 and "ort_node_sum_us" in err[0] and "trace_sessions.csv.gz" in err[0]
     # a records archive that does not hold a measured model
-    bad = tmp_path / "records.tar.xz"
+    bad = tmp_path / "records.json.xz"
     bad.write_bytes(b"not xz")
     with pytest.raises(HaseError) as e:
         fct.read_records(bad, ["resnet18_bs1_224x224"])
-    assert "records.tar.xz" in str(e.value) and "\n" not in str(e.value)
+    assert "records.json.xz" in str(e.value) and "\n" not in str(e.value)
     r = fit(tmp_path / "out", "threads=zero")
     assert r.returncode != 0 and "threads" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
@@ -114,5 +114,5 @@ def test_record_of_another_export_is_named(tmp_path):
     rec = {"m": {"kernels": [{"node_name": "a"}], "edges": []}}
     per_node = pd.DataFrame({"model": ["m", "m"], "node": ["a", "b"], "gpu_us": [1.0, 99.0]})
     with pytest.raises(HaseError) as e:
-        fct.unmatched_share(rec, per_node, tmp_path / "records.tar.xz", None)
-    assert "'b'" in str(e.value) and "records.tar.xz" in str(e.value)
+        fct.unmatched_share(rec, per_node, tmp_path / "records.json.xz", None)
+    assert "'b'" in str(e.value) and "records.json.xz" in str(e.value)

@@ -26,7 +26,7 @@ P0 = dict(tm.DEFAULT_PARAMS)
 def record():
     # a real CUDA EP record from the H200 (committed in one tar.xz)
     from graph_model.dag_critical_path import load_records
-    return load_records(H200_RECORDS / "records.tar.xz", ["resnet18_bs16_224x224"])["resnet18_bs16_224x224"]
+    return load_records(H200_RECORDS / "records.json.xz", ["resnet18_bs16_224x224"])["resnet18_bs16_224x224"]
 
 
 def prep_of(record, h_us, g_us, h2d_us=0.0, d2h_us=0.0):
@@ -231,17 +231,17 @@ def test_lookup_drops_a_bad_run_but_keeps_physics():
 
 
 def test_records_from_one_tar_xz_or_a_folder(tmp_path):
-    """load_records reads the committed archive (<model>.<ep>.json members) or a folder of .json / .json.gz files;
+    """load_records reads the committed records.json.xz ({model: record}) or a folder of .json / .json.gz files;
     a model that is not there is a one-line error naming it and the file."""
     import gzip
     import json
-    from graph_model.dag_critical_path import load_records, records_in_tar
-    tar = H200_RECORDS / "records.tar.xz"
-    every = records_in_tar(tar)
+    from graph_model.dag_critical_path import load_records, records_in_file
+    tar = H200_RECORDS / "records.json.xz"
+    every = records_in_file(tar)
     assert len(every) >= 40 and all("kernels" in r and "edges" in r for r in every.values())
     two = load_records(tar, ["resnet18_bs1_224x224", "vit_b_16_bs16_224x224"])
     assert set(two) == {"resnet18_bs1_224x224", "vit_b_16_bs16_224x224"}
-    with pytest.raises(HaseError, match=r"records\.tar\.xz: no CUDA record for no_such_model"):
+    with pytest.raises(HaseError, match=r"records\.json\.xz: no CUDA record for no_such_model"):
         load_records(tar, ["no_such_model"])
     (tmp_path / "a.cuda.json").write_text(json.dumps(two["resnet18_bs1_224x224"]))
     (tmp_path / "b.cuda.json.gz").write_bytes(gzip.compress(json.dumps(two["vit_b_16_bs16_224x224"]).encode()))

@@ -58,7 +58,7 @@ DEFAULTS = {"gpus": {"nvidia-h200": ["benchmark/results/nvidia-h200/kernel_space
             "noheldout_archs": ["squeezenet1_1", "resnext50_32x4d", "regnet_x_400mf", "mnasnet1_0", "googlenet",
                                 "mobilenet_v3_large", "wide_resnet50_2", "efficientnet_b1", "shufflenet_v2_x0_5",
                                 "resnet101"],
-            "records": "ort_analysis/ort_kernel_record/nvidia-h200/records.tar.xz",  # fallback share per model
+            "records": "ort_analysis/ort_kernel_record/nvidia-h200/records.json.xz",  # fallback share per model
             # deeper than phase 5's default (sized for the zoo's ~1,200 kernels): 14k kernels, held-out Conv
             # 16.4 -> 15.2% (H200), the other types unchanged or better
             "xgboost": {"n_estimators": 1000, "max_depth": 8, "learning_rate": 0.03, "subsample": 0.8,
@@ -257,12 +257,12 @@ def fallback_shares(models_dir: Path, records_glob: str, csv: Path) -> dict:
     the kernel-space data lack), and those types; under the collection's idle load (median bg_ fields)."""
     import glob
     import warnings
-    from graph_model.dag_critical_path import load_record, records_in_tar
+    from graph_model.dag_critical_path import load_record, records_in_file
     from training.train_kernel_model import load_predictor
     pred = load_predictor(models_dir)
     idle = pd.read_csv(csv, usecols=list(pred.load_fields)).median().to_dict() if pred.load_fields else {}
     out = {}
-    recs = (records_in_tar(records_glob) if str(records_glob).endswith(".tar.xz")
+    recs = (records_in_file(records_glob) if str(records_glob).endswith(".json.xz")
             else {Path(f).name: load_record(Path(f)) for f in sorted(glob.glob(records_glob))})
     for name, rec in recs.items():
         with warnings.catch_warnings():

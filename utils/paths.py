@@ -6,6 +6,7 @@ committed results stay in the repository.
 import glob
 import gzip
 import json
+import lzma
 import os
 import re
 from pathlib import Path
@@ -163,6 +164,8 @@ def read_json(path, what: str):
         if str(path).endswith(".gz"):  # committed GPU records are gzipped to keep the tree small
             with gzip.open(path, "rt") as f:
                 return json.loads(f.read())
+        if str(path).endswith(".xz"):  # ... or all of a device's records in one xz JSON
+            return json.loads(lzma.decompress(Path(path).read_bytes()))
         return json.loads(Path(path).read_text())
-    except (OSError, EOFError, json.JSONDecodeError) as e:
+    except (OSError, EOFError, lzma.LZMAError, json.JSONDecodeError) as e:
         raise HaseError(f"not a readable {what} ({type(e).__name__})", path)

@@ -7,7 +7,7 @@
           too, each with its `adaptive_parent` from the job's adaptive record); kernels already there are
           left alone (the first measurement stays the label)
   repeat  the job's kernels.csv re-measured kernels DEST already holds (a fresh machine, fresh sessions, maybe other packs):
-          a slim table DEST_DIR/repeat_<name>.csv.xz (Kernel_ID, type, label, host, pack; 5 digits) for
+          a slim table DEST_DIR/repeat_<name>.csv.xz (Kernel_ID, type, label; 5 digits) for
           training/kernel_space_report.py's session-to-session noise; the job's
           adaptive_kernels.csv, if any, is appended as new kernels
 Either way the job's throughput.json invocations are appended to DEST_DIR/throughput.json (`role`, `name`
@@ -33,7 +33,7 @@ KERNELS = "kernels.csv.xz"
 SLIM_COLS = ["Kernel_ID", "OpType", "category", "op_type", "Input_Shape", "input_shapes", "output_shapes",
              "weight_shapes", "attributes", "flops", "bytes_read", "bytes_written", "status", "latency_node_ms_median",
              "latency_node_ms_p10", "latency_node_ms_p90", "n_node", "host_us_median", "pack", "pack_size", "source"]
-REPEAT_COLS = ["Kernel_ID", "OpType", "latency_node_ms_median", "host_us_median", "pack", "pack_size"]
+REPEAT_COLS = ["Kernel_ID", "OpType", "latency_node_ms_median"]
 
 
 def write_xz(df: pd.DataFrame, path: Path, float_format=None) -> None:

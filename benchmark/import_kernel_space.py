@@ -21,6 +21,7 @@ import lzma
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -55,15 +56,16 @@ def read_job_csv(path: Path) -> pd.DataFrame:
 
 def append_new(job: Path, dest: Path, files=("kernels.csv", "adaptive_kernels.csv"), slim_name: str = "") -> int:
     """New kernels appended to kernels.csv.xz, or (slim_name) written as kernels_<slim_name>.csv.xz in SLIM_COLS."""
-    old = read_job_csv(dest / KERNELS) if (dest / KERNELS).exists() else pd.DataFrame(columns=["Kernel_ID"])
+    base = read_job_csv(dest / KERNELS) if (dest / KERNELS).exists() else pd.DataFrame(columns=["Kernel_ID"])
+    known = set(base["Kernel_ID"])
     for extra in sorted(dest.glob("kernels_*.csv.xz")):
         if extra.name != f"kernels_{slim_name}.csv.xz":
-            old = pd.concat([old, read_job_csv(extra)[["Kernel_ID"]]], ignore_index=True)
+            known |= set(read_job_csv(extra)["Kernel_ID"])
     frames = [read_job_csv(job / f) for f in files if (job / f).exists()]
     if not frames:
         raise HaseError(f"none of {', '.join(files)} (not a run_gpu_kernel_space.sh job folder)", job)
     new = pd.concat(frames, ignore_index=True)
-    new = new[~new["Kernel_ID"].isin(set(old["Kernel_ID"]))].drop_duplicates("Kernel_ID")
+    new = new[~new["Kernel_ID"].isin(known)].drop_duplicates("Kernel_ID")
     par = parents(job)
     if par:
         new = new.assign(adaptive_parent=new["Kernel_ID"].map(par))
@@ -74,7 +76,6 @@ def append_new(job: Path, dest: Path, files=("kernels.csv", "adaptive_kernels.cs
         cols = SLIM_COLS + (["adaptive_parent"] if par else [])
         write_xz(new[cols], dest / f"kernels_{slim_name}.csv.xz", float_format="%.5g")
         return len(new)
-    base = read_job_csv(dest / KERNELS) if (dest / KERNELS).exists() else pd.DataFrame()
     write_xz(pd.concat([base, new], ignore_index=True), dest / KERNELS)
     return len(new)
 
@@ -85,6 +86,22 @@ def write_repeat(job: Path, dest: Path, name: str) -> int:
     rep = rep[rep["Kernel_ID"].isin(set(old["Kernel_ID"]))]
     write_xz(rep[REPEAT_COLS], dest / f"repeat_{name}.csv.xz", float_format="%.5g")
     return len(rep)
+
+
+def repeat_difference(first: pd.Series, repeat_csv) -> dict:
+    """A re-measurement (repeat_<name>.csv.xz) against the first labels ({Kernel_ID: latency}): |repeat / first - 1|
+    overall and per type, over the kernels both hold."""
+    d = read_csv_checked(repeat_csv, ("Kernel_ID", "latency_node_ms_median"))
+    d = d[d["Kernel_ID"].isin(first.index)]
+    ratio = d["latency_node_ms_median"].to_numpy(float) / first.reindex(d["Kernel_ID"]).to_numpy(float)
+    diff = np.abs(ratio - 1.0)
+    out = {"kernels": int(len(d)), "mean_abs_diff_pct": float(100 * diff.mean()),
+           "median_abs_diff_pct": float(100 * np.median(diff)), "share_over_10pct": float((diff > 0.1).mean()),
+           "median_ratio": float(np.median(ratio))}
+    if "OpType" in d:
+        by = pd.Series(diff).groupby(d["OpType"].to_numpy()).mean()
+        out["mean_abs_diff_pct_by_type"] = {k: float(100 * v) for k, v in by.items()}
+    return out
 
 
 def merge_throughput(job: Path, dest: Path, role: str, name: str) -> None:

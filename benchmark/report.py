@@ -151,14 +151,14 @@ def kernel_space_section(res: Path) -> str:
             lines.append(f"collection ({tag}, {i.get('date_utc', '')[:16]}, {i.get('chunk')} per pack, prefetch "
                          f"{bool(i.get('prefetch'))}): {i['kernels_measured']} kernels in {i['wall_s']:.0f} s = "
                          f"{i['kernels_per_s']:.1f} kernel measurements/s")
-    for r in sorted(ks.glob("repeat_*.csv*")):
+    if sorted(ks.glob("repeat_*.csv*")):
+        from benchmark.import_kernel_space import repeat_difference
         a = pd.concat([pd.read_csv(t, usecols=["Kernel_ID", "latency_node_ms_median"]) for t in tables])
-        a = a.drop_duplicates("Kernel_ID").set_index("Kernel_ID")["latency_node_ms_median"]
-        b = pd.read_csv(r).set_index("Kernel_ID")["latency_node_ms_median"]
-        common = a.index.intersection(b.index)
-        d = ((b[common] / a[common]) - 1).abs() * 100
-        lines.append(f"{r.name}: {len(common)} kernels re-measured, mean |diff| {d.mean():.1f}%, median "
-                     f"{d.median():.1f}%, over 10% {100 * (d > 10).mean():.1f}%")
+        first = a.drop_duplicates("Kernel_ID").set_index("Kernel_ID")["latency_node_ms_median"]
+    for r in sorted(ks.glob("repeat_*.csv*")):
+        n = repeat_difference(first, r)
+        lines.append(f"{r.name}: {n['kernels']} kernels re-measured, mean |diff| {n['mean_abs_diff_pct']:.1f}%, median "
+                     f"{n['median_abs_diff_pct']:.1f}%, over 10% {100 * n['share_over_10pct']:.1f}%")
     pk = res / "peaks.json"
     if pk.exists():
         p = json.loads(pk.read_text())

@@ -26,6 +26,7 @@ Out-of-fold errors (`cv_folds` > 0): every sampled kernel predicted by a fit tha
 training/results/<gpu>/kernel_space_errors.csv.gz, the adaptive sampler's input (where to sample more).
 Writes training/results/<gpu>/kernel_space_summary.json and training/results/kernel_space_transfer.json.
 """
+import gzip
 import json
 import shutil
 import subprocess
@@ -103,18 +104,9 @@ def session_noise(csvs, labels: pd.DataFrame, target: str) -> dict:
     reps = sorted({r for c in ([csvs] if isinstance(csvs, str) else csvs) for r in Path(c).parent.glob("repeat_*.csv.xz")})
     if not reps:
         return {}
-    out = {}
+    from benchmark.import_kernel_space import repeat_difference
     first = labels.set_index("Kernel_ID")[target]
-    for r in reps:
-        d = pd.read_csv(r)
-        d = d[d["Kernel_ID"].isin(first.index)]
-        ratio = d[target].to_numpy(float) / first.reindex(d["Kernel_ID"]).to_numpy(float)
-        e = pd.DataFrame({"t": d["OpType"].to_numpy(), "d": np.abs(ratio - 1)})
-        out[r.name] = {"kernels": int(len(e)), "mean_abs_diff_pct": float(100 * e["d"].mean()),
-                       "median_abs_diff_pct": float(100 * e["d"].median()),
-                       "share_over_10pct": float((e["d"] > 0.1).mean()), "median_ratio": float(np.median(ratio)),
-                       "mean_abs_diff_pct_by_type": {k: float(100 * v) for k, v in e.groupby("t")["d"].mean().items()}}
-    return out
+    return {r.name: repeat_difference(first, r) for r in reps}
 
 
 def peaks(X: pd.DataFrame, t_us: np.ndarray, idx, q: float) -> tuple:
@@ -184,8 +176,8 @@ def more_data(df: pd.DataFrame, X: pd.DataFrame, t: np.ndarray, first_csv, cfg: 
     return out
 
 
-def gpu_report(name: str, csv: Path, cfg: dict, log, sources=None) -> dict:
-    df, X, t = frame(csv, cfg["target"])
+def gpu_report(name: str, csv: Path, cfg: dict, log, sources=None, fr=None) -> dict:
+    df, X, t = fr if fr is not None else frame(csv, cfg["target"])
     tr, te = group_split(df["Kernel_ID"].to_numpy(), cfg["test_fraction"], cfg["seed"])
     mpk = measured_peaks(cfg["peaks"].get(name))
     preds, pk = variants(X, t, tr, te, cfg, mpk)
@@ -319,8 +311,8 @@ def transfer(src: Path, dst: Path, cfg: dict, a: str = "from", b: str = "to") ->
 def one_gpu(name: str, csv: Path, sources, cfg: dict, out_root: Path, log) -> dict:
     """Everything of one GPU's combined kernel-space table -> training/results/<gpu>/kernel_space_summary.json."""
     srcs = [sources] if isinstance(sources, str) else list(sources)
-    rep = gpu_report(name, csv, cfg, log, srcs)
-    df, X, t = frame(csv, cfg["target"])
+    df, X, t = fr = frame(csv, cfg["target"])
+    rep = gpu_report(name, csv, cfg, log, srcs, fr)
     rep["session_noise"] = session_noise(srcs, df, cfg["target"])
     if cfg["phase5"]:
         rep["phase5"] = phase5(name, csv, cfg)
@@ -349,9 +341,8 @@ def one_gpu(name: str, csv: Path, sources, cfg: dict, out_root: Path, log) -> di
     d.mkdir(parents=True, exist_ok=True)
     if cfg["cv_folds"]:
         err = oof_errors(df, X, t, cfg)
-        tmp = d / "kernel_space_errors.csv.gz.tmp"
-        err.round(4).to_csv(tmp, index=False, compression="gzip")
-        tmp.replace(d / "kernel_space_errors.csv.gz")
+        paths.atomic_write_bytes(d / "kernel_space_errors.csv.gz",
+                                 gzip.compress(err.round(4).to_csv(index=False).encode(), mtime=0))
         rep["oof_errors"] = {"csv": str(d / "kernel_space_errors.csv.gz"), "folds": int(cfg["cv_folds"]),
                              "sampled_kernels": int(len(err)), "mape_pct": float(100 * err["ape"].mean()),
                              "mape_pct_by_type": {k: float(100 * v) for k, v in

@@ -63,13 +63,15 @@ from utils.progress import progress  # noqa: E402
 
 CONFIG = paths.REPO / "benchmark" / "multi_kernel.yaml"
 MODE = "node"
-EXTRA_COLS = ["timing", "host_us_median", "pack", "pack_size", "pack_wall_ms", "source"]
+EXTRA_COLS = ["timing", "host_us_median", "pack", "pack_size", "pack_wall_ms", "source", "gpu_ops_per_run",
+              "gpu_main_kernel"]
+MAIN_KERNEL_CHARS = 120   # CUTLASS/cuDNN names run to 1,000+ chars: the head names the algorithm family
 KERNELS_CSV, THROUGHPUT_JSON = "kernels.csv", "throughput.json"
 TIMING = {"cpu": "ort_profiler_node", "cuda": "cupti_gpu"}
 IDLE = {"stress_level": 0, "load": "idle"}
 DEFAULTS = {"device": "auto", "device_id": 0, "records": [], "chunk": 192, "max_pack_mb": 8000, "warmup": 3,
             "runs": 10, "wall_loops": 10, "io": "device", "opt_level": "disable", "threads": 0, "seed": 0,
-            "max_kernels": 0, "max_minutes": 0, "skip_categories": ["transfer"], "out": "kernel_space",
+            "max_kernels": 0, "max_minutes": 0, "only_ids": "", "skip_categories": ["transfer"], "out": "kernel_space",
             "bg_sample_ms": 20, "cudnn_conv_algo_search": "EXHAUSTIVE", "prefetch": True,
             "metrics": json.loads(json.dumps(COLLECTOR_DEFAULTS["metrics"]))}
 
@@ -157,6 +159,30 @@ def node_times_gpu(runs: list, ops: list) -> dict:
     return out
 
 
+def node_ops_summary(runs: list, ops: list) -> dict:
+    """{node: (median GPU ops per run, name of the op with the most GPU time over the runs)} from
+    attribute_gpu_ops' records: which kernels cuDNN/cuBLAS chose for a node, and how many (a grouped conv run
+    as one launch per group shows as many ops)."""
+    counts, time_by_name = {}, {}
+    for o in ops:
+        if o.get("run") is None or o["owner"].startswith("("):
+            continue
+        counts.setdefault(o["owner"], [0] * len(runs))[o["run"]] += 1
+        names = time_by_name.setdefault(o["owner"], {})
+        names[o["name"]] = names.get(o["name"], 0.0) + o["dur_us"]
+    return {nd: (float(np.median(c)), max(time_by_name[nd].items(), key=lambda kv: kv[1])[0][:MAIN_KERNEL_CHARS])
+            for nd, c in counts.items()}
+
+
+def only_ids(path) -> set:
+    """Kernel_IDs to measure from a CSV with a Kernel_ID column (re-measuring chosen kernels of a record);
+    None when no file is given."""
+    if not path:
+        return None
+    from utils.tables import read_csv_checked
+    return set(read_csv_checked(Path(path), ["Kernel_ID"], "Kernel_ID list", prefix="only_ids: ")["Kernel_ID"].astype(str))
+
+
 def kernel_row(k: dict, times_us: list, host_us: list, device: str, pack: int, pack_size: int,
                pack_wall_ms: float, source: str) -> dict:
     """A kernels.csv row (collector.py's kernel columns) of one kernel from its per-run times (us)."""
@@ -234,9 +260,10 @@ def measure_pack(items: list, device: str, cfg: dict, source, built=None) -> dic
         host = node_times_cpu(runs)
         if device == "cuda":
             kp = kineto_events(kin, start_ns)
-            times = node_times_gpu(runs, attribute_gpu_ops(runs, kp["gpu_ops"], kp["launches"]))
+            ops = attribute_gpu_ops(runs, kp["gpu_ops"], kp["launches"])
+            times, op_info = node_times_gpu(runs, ops), node_ops_summary(runs, ops)
         else:
-            times = host
+            times, op_info = host, {}
         cost["parse_s"] = time.perf_counter() - t
         t = time.perf_counter()
         wall = time_loop(fn, loops=int(cfg["wall_loops"])) if cfg["wall_loops"] else {"median_ms": math.nan}
@@ -254,7 +281,7 @@ def measure_pack(items: list, device: str, cfg: dict, source, built=None) -> dic
         missing, summed = [], [kid]
     else:
         summed = []
-    return {"missing": missing, "summed": summed, "times": times, "host": host, "wall_ms": wall["median_ms"],
+    return {"missing": missing, "summed": summed, "times": times, "host": host, "ops": op_info, "wall_ms": wall["median_ms"],
             "cost": cost, "bg": bg, "window": window,
             "start_ts": start_ts, "end_ts": end_ts}
 
@@ -294,6 +321,8 @@ def rows_of(items: list, res: dict, pack_no: int, device: str, cfg: dict, source
             continue
         row = kernel_row(k, res["times"][kid], res["host"].get(kid, []), device, pack_no, len(items),
                          res["wall_ms"], src)
+        if kid in res.get("ops", {}):
+            row["gpu_ops_per_run"], row["gpu_main_kernel"] = res["ops"][kid]
         row.update({f"bg_{f}": v for f, v in res["bg"].items()})
         row.update(res["window"])
         row.update({"start_ts": f"{res['start_ts']:.6f}", "end_ts": f"{res['end_ts']:.6f}", **tail})
@@ -389,6 +418,9 @@ def main() -> int:
     klog = CsvLog(csv_path, columns(fields))
     done = done_ids(csv_path)
     todo = [it for it in items if kernel_id(it[0]) not in done]
+    wanted = only_ids(cfg["only_ids"])
+    if wanted is not None:
+        todo = [it for it in todo if kernel_id(it[0]) in wanted]
     if cfg["max_kernels"]:
         todo = todo[:int(cfg["max_kernels"])]
     packs = plan_packs(todo, int(cfg["chunk"]), float(cfg["max_pack_mb"]))

@@ -267,6 +267,27 @@ def test_gpu_attribution_with_synthetic_cupti_records():
     assert row["latency_node_ms_median"] == pytest.approx(0.0105) and row["status"] == "ok"
     assert row["timing"] == "cupti_gpu" and row["host_us_median"] == 21.0
     assert mkr.kernel_row(k, t["Reshape_c"], [1.0, 1.0], "cuda", 0, 3, 0.1, "")["status"] == "no_gpu_work"
+    # which kernels ran for a node: ops per run (median over runs) and the name with the most GPU time
+    summary = mkr.node_ops_summary(runs, recs)
+    assert summary["Relu_b"] == (1.0, "k") and summary["Conv_a"][0] == 1.5
+    assert "Reshape_c" not in summary and not any(n.startswith("(") for n in summary)
+    for r in recs[1:3]:      # Conv_a's two ops of run 0 (12 us) under one name, against 9 us of "k": cut to its head
+        r["name"] = "cudnn_" + "x" * 300
+    assert mkr.node_ops_summary(runs, recs)["Conv_a"][1] == ("cudnn_" + "x" * 300)[:mkr.MAIN_KERNEL_CHARS]
+
+
+def test_runner_measures_only_the_listed_kernels(tmp_path):
+    kernels = ks.name_kernels([relu(4), relu(8), gemm(8, 16, 32)])
+    rec = write_record(tmp_path / "r.cpu.json", kernels)
+    ids = tmp_path / "ids.csv"
+    pd.DataFrame({"Kernel_ID": [kernel_id(kernels[1]), "Relu_not_in_the_record"]}).to_csv(ids, index=False)
+    run_script([REPO / "benchmark/multi_kernel_runner.py", "--device", "cpu", "--record", rec,
+                "--set", f"only_ids={ids}", *RUNNER_FAST], tmp_path / "h")
+    df = pd.read_csv(next((tmp_path / "h").rglob("kernels.csv")))
+    assert list(df["Kernel_ID"]) == [kernel_id(kernels[1])] and (df["status"] == "ok").all()
+    p = run_script([REPO / "benchmark/multi_kernel_runner.py", "--device", "cpu", "--record", rec,
+                    "--set", f"only_ids={tmp_path / 'none.csv'}"], tmp_path / "h2", check=False)
+    one_line_error(p, "only_ids", "none.csv")
 
 
 def test_phase5_trains_on_packed_rows_and_unknown_ops_fall_back(packed):

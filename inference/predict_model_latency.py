@@ -259,12 +259,13 @@ def predict_record(record: dict, predictor, load: dict, model=None, options=None
             "interference_ms": res.get("interference_us", 0.0) / 1e3,
             "clock_ratio": terms["clock_ratio"], "kernel_sum_ms": prep["standalone_sum_ms"],
             "host_sum_ms": float(host.sum()) / 1e3, "gpu_sum_ms": float(gpu.sum()) / 1e3,
-            "copy_ms": (prep["h2d_us"] + prep["d2h_us"]) * p["copy_scale"] / 1e3 if copies else 0.0,
+            "copy_ms": (res["h2d_us"] + res["d2h_us"]) / 1e3 if copies else 0.0,
             "launches_on_idle_stream": res["host_first"], "n_kernels": prep["n"],
             "kernels": [{"id": k["id"], "type": k["type"], "predicted_ms": prep["kernel_ms"][k["id"]],
                          "host_us": float(h), "gpu_us": float(g)}
                         for k, h, g in zip(record["kernels"], host, gpu)],
-            "unseen_types": prep["unseen_types"], "_prep": prep, "_host": host, "_gpu": gpu}
+            "unseen_types": prep["unseen_types"], "_prep": prep, "_host": host, "_gpu": gpu,
+            "_copies_us": (res["h2d_us"], res["d2h_us"])}
 
 
 def write_trace(record: dict, res: dict, model: dict, path: Path) -> None:
@@ -274,9 +275,10 @@ def write_trace(record: dict, res: dict, model: dict, path: Path) -> None:
     prep, p = res["_prep"], model["params"]
     run_share = res.get("interference_model") == "run_share"
     # run-level slicing: the neighbour's share is drawn as one wait before the run, not per launch
-    params = {"session_overhead_us": max(p["c0_us"], 0.0) + (res["interference_ms"] * 1e3 if run_share else 0.0),
-              "h2d_us_per_byte": 0.0, "d2h_us_per_byte": 0.0,
-              "h2d_fixed_us": prep["h2d_us"] * p["copy_scale"], "d2h_fixed_us": prep["d2h_us"] * p["copy_scale"],
+    h2d, d2h = res["_copies_us"]
+    params = {"session_overhead_us": max(p["c0_us"], 0.0) + prep.get("fixed_us", 0.0)
+              + (res["interference_ms"] * 1e3 if run_share else 0.0),
+              "h2d_us_per_byte": 0.0, "d2h_us_per_byte": 0.0, "h2d_fixed_us": h2d, "d2h_fixed_us": d2h,
               "launch_wait_us": 0.0 if run_share else res.get("launch_wait_used_us", 0.0)}
     sim = simulate(record, dict(zip(ids, res["_host"])), dict(zip(ids, res["_gpu"])), params)
     write_chrome_trace(sim, path)

@@ -138,7 +138,10 @@ def gpu_key(kernel: dict) -> str:
         return kernel.get("op_type", "")
     a = kernel.get("attributes") or {}
     if (a.get("group") or 1) > 1:
-        return "Conv/grouped"   # depthwise and grouped: memory-bound, other kernels
+        w = (kernel.get("weight_shapes") or [[]])[0]
+        # depthwise (one input channel per group): memory-bound, 2 launches on the H200; grouped convs with wider
+        # groups (ResNeXt, RegNet) ran as 4-6 launches each, with 3x the host cost
+        return "Conv/depthwise" if len(w) > 1 and w[1] == 1 else "Conv/grouped"
     return "Conv/1x1" if list(a.get("kernel_shape") or []) == [1, 1] else "Conv"
 
 
@@ -226,6 +229,10 @@ def prepared(record: dict, kernel_ms: dict, model: dict) -> dict:
     cm = model.get("copies_measured")  # us per byte of session.run's own copies, from measured timelines
     h2d = in_b * cm["h2d_us_per_byte"] if cm else copy_us(bw, "h2d", in_b)
     d2h = out_b * cm["d2h_us_per_byte"] if cm else copy_us(bw, "d2h", out_b)
+    h2d_wait = None   # the input copy slows with the wait before it (fit_measured_timeline.copy_terms)
+    if cm and cm.get("h2d_slow_us_per_byte") is not None:
+        h2d_wait = {"extra_us": in_b * max(cm["h2d_slow_us_per_byte"] - cm["h2d_us_per_byte"], 0.0),
+                    "tau_us": float(cm["h2d_wait_tau_us"])}
     # GPU time: the CUPTI table where the model has one (overhead 0), else the standalone kernel times
     dev = gpu_table_us(record, model["gpu_table"]) if model.get("gpu_table") else standalone_us(record, kernel_ms)
     return {"h": host_us(record, model["host_table"], dev if model["host_table"].get("by_key_line") else None),
@@ -233,9 +240,20 @@ def prepared(record: dict, kernel_ms: dict, model: dict) -> dict:
             "floor": float(model["gpu_floor_frac"]), "floor_us": float(model.get("gpu_floor_us", 0.0)),
             "on_host": np.array([k.get("ep") == CPU_EP for k in record["kernels"]]),
             "sync": np.array([k.get("op_type") == "MemcpyToHost" for k in record["kernels"]]),
-            "h2d_us": h2d, "d2h_us": d2h,
+            "h2d_us": h2d, "d2h_us": d2h, "h2d_wait": h2d_wait,
+            # session.run's per-run cost that grows with the graph (ORT's execution frame, before and after Execute)
+            "fixed_us": len(record["kernels"]) * float((cm or {}).get("us_per_node", 0.0)),
             "device": record.get("device", "cuda"), "n": len(record["kernels"]),
             "interference": model.get("interference", "per_launch")}
+
+
+def h2d_after_wait_us(prep: dict, wait_us: float) -> float:
+    """The input copy (us) of a run that follows `wait_us` of waiting for the GPU (the previous run's span,
+    back to back): pageable copies ran at 20 GB/s after short runs and 8 GB/s after runs of several ms
+    (measured, H200 machines: fit_measured_timeline.copy_terms); without that measurement, the fixed rate."""
+    w = prep.get("h2d_wait")
+    extra = w["extra_us"] * (1.0 - math.exp(-max(wait_us, 0.0) / w["tau_us"])) if w else 0.0
+    return prep["h2d_us"] + extra
 
 
 def timeline_us(prep: dict, p: dict, terms: dict, copies: bool = True) -> dict:
@@ -243,15 +261,16 @@ def timeline_us(prep: dict, p: dict, terms: dict, copies: bool = True) -> dict:
     copies=False: inputs and outputs already on the device (IOBinding, the 'device' mode)."""
     h = prep["h"] * p["kappa"]
     copy = p["copy_scale"] if copies else 0.0
-    h2d, d2h = prep["h2d_us"] * copy, prep["d2h_us"] * copy
+    d2h = prep["d2h_us"] * copy
+    fixed = p["c0_us"] + prep.get("fixed_us", 0.0)
     if prep["device"] == "cpu":  # host and compute are one thread; the load slows both
         body = float(np.sum(h + gpu_idle_us(prep, p))) * (1.0 + p["alpha"] * terms["u"])
         waits = prep["n"] * (terms.get("wait_us") or 0.0)  # scheduling wait behind CPU neighbours, per kernel
-        return {"total_us": p["c0_us"] + body + waits, "host_first": 0, "gpu_us": 0.0, "wait_us": waits,
-                "wait_per_launch_us": terms.get("wait_us") or 0.0}
+        return {"total_us": fixed + body + waits, "host_first": 0, "gpu_us": 0.0, "wait_us": waits,
+                "wait_per_launch_us": terms.get("wait_us") or 0.0, "h2d_us": 0.0, "d2h_us": 0.0}
     g = gpu_stretched(gpu_idle_us(prep, p), p, terms)
     wait = p["beta_us"] * terms["u"] if terms.get("wait_us") is None else terms["wait_us"]
-    t_host = t_gpu = h2d
+    t_host = t_gpu = 0.0   # from the end of the input copy, which depends on this span (below)
     n_first = 0
     for i in range(prep["n"]):
         if prep["on_host"][i]:          # CPU-placed node in a CUDA session runs on the host
@@ -268,9 +287,11 @@ def timeline_us(prep: dict, p: dict, terms: dict, copies: bool = True) -> dict:
             t_gpu += g[i]
         if prep["sync"][i]:
             t_host = t_gpu
-    end = max(t_host, t_gpu) + d2h
-    return {"total_us": p["c0_us"] + end, "host_first": n_first, "gpu_us": float(np.sum(g)), "wait_us": wait * n_first,
-            "wait_per_launch_us": wait, "span_us": end - d2h - h2d, "interference_us": 0.0}
+    span = max(t_host, t_gpu)
+    h2d = h2d_after_wait_us(prep, span) * copy   # back to back: the previous run's span was this one
+    return {"total_us": fixed + h2d + span + d2h, "host_first": n_first, "gpu_us": float(np.sum(g)),
+            "wait_us": wait * n_first, "wait_per_launch_us": wait, "span_us": span, "interference_us": 0.0,
+            "h2d_us": h2d, "d2h_us": d2h}
 
 
 def run_share_us(prep: dict, p: dict, terms: dict, copies: bool = True) -> dict:
@@ -332,7 +353,10 @@ def with_spread(prep: dict, p: dict, terms: dict, spread, copies: bool = True, c
     if run_share:  # the mixture around the central host speed, also without a measured spread
         out["p10"], out["p90"] = central_us - extra + hit10, central_us - extra + hit90
     for tag, i in (("p10", 0), ("p90", 1)) if spread else ():
-        q = dict(prep, h=prep["h"] * spread["host_sum_us"][i], h2d_us=prep["h2d_us"] * spread["before_us"][i])
+        f = spread["before_us"][i]
+        w = prep.get("h2d_wait")
+        q = dict(prep, h=prep["h"] * spread["host_sum_us"][i], h2d_us=prep["h2d_us"] * f,
+                 h2d_wait=dict(w, extra_us=w["extra_us"] * f) if w else None)
         r = predict_us(q, p, terms, copies)
         out[tag] = r["total_us"] - r["interference_us"] + (hit10 if tag == "p10" else hit90) * (
             r["interference_us"] / extra if extra > 0 else 0.0)

@@ -100,6 +100,55 @@ def test_measured_terms_on_synthetic_sessions():
     assert sp["host_sum_us"] == pytest.approx([0.9, 1.2]) and sp["before_us"] == [1.0, 1.0]
 
 
+def test_copy_terms_recover_the_wait_dependent_copy_rate():
+    """copy_terms on sessions made from its own formula gives the formula back: a 1 MB..400 MB input copied at
+    20 GB/s after a short run and 8 GB/s after a long one (tau 4 ms), 60 + 0.2 us/node before Execute, 50 +
+    0.1 us/node + out bytes at 0.3 ns/B after."""
+    fast, slow, tau = 1 / 20e3, 1 / 8e3, 4000.0
+    rows = []
+    for i, (mb, dev_ms, n) in enumerate([(1, 0.8, 50), (10, 1.5, 120), (10, 7.0, 300), (20, 2.0, 80),
+                                         (20, 8.0, 200), (80, 6.0, 49), (400, 30.0, 49), (5, 3.5, 150)]):
+        b, out_b = mb * 1e6, mb * 1e4
+        before = 60 + 0.2 * n + b * (fast + (slow - fast) * (1 - np.exp(-dev_ms * 1e3 / tau)))
+        after = 50 + 0.1 * n + out_b * 3e-4
+        rows.append({"model": f"m{i}", "before_us": before, "after_us": after, "device_median_ms": dev_ms,
+                     "io": (b, out_b), "n": n})
+    s = pd.DataFrame(rows)
+    ct = fmt.copy_terms(s, dict(zip(s["model"], s["io"])), dict(zip(s["model"], s["n"])))
+    assert ct["h2d_gb_per_s"] == pytest.approx([20.0, 8.0], rel=1e-3)
+    assert ct["h2d_wait_tau_us"] == pytest.approx(tau, rel=1e-3)
+    assert ct["us_per_node"] == pytest.approx(0.3, rel=1e-3) and ct["before_us0"] == pytest.approx(60, rel=1e-3)
+    assert ct["after_us0"] == pytest.approx(50, rel=1e-3) and ct["d2h_us_per_byte"] == pytest.approx(3e-4, rel=1e-3)
+    assert ct["train_mape_pct"]["before"] < 1e-3
+
+
+def test_the_input_copy_slows_with_the_run_before_it():
+    """prepared() turns copies_measured into the copy after a wait; timeline_us charges it by its own span."""
+    cm = {"h2d_us_per_byte": 1 / 20e3, "h2d_slow_us_per_byte": 1 / 8e3, "h2d_wait_tau_us": 4000.0,
+          "d2h_us_per_byte": 0.0, "us_per_node": 0.5}
+    short = dict(prep([2, 2], [120, 120]), h2d_us=1000.0, h2d_wait={"extra_us": 1500.0, "tau_us": 4000.0},
+                 fixed_us=1.0)
+    long = dict(short, dev=np.array([8020.0, 8020.0]))
+    rs, rl = tm.timeline_us(short, P, IDLE), tm.timeline_us(long, P, IDLE)
+    # GPU-bound: span 100 + 100 = 200 us (launched at 0 and 2, the second queues) vs 16,000 us
+    assert rs["h2d_us"] == pytest.approx(1000 + 1500 * (1 - np.exp(-200 / 4000)))
+    assert rl["h2d_us"] == pytest.approx(1000 + 1500 * (1 - np.exp(-16000 / 4000)))
+    assert rs["total_us"] == pytest.approx(100 + 1 + rs["h2d_us"] + 200 + 10)
+    assert tm.timeline_us(short, P, IDLE, copies=False)["h2d_us"] == 0.0
+    assert tm.timeline_us(dict(short, h2d_wait=None), P, IDLE)["h2d_us"] == 1000.0   # no measured wait: fixed
+    # the spread scales the whole copy
+    sp = tm.with_spread(short, P, IDLE, {"host_sum_us": [1.0, 1.0], "before_us": [0.5, 2.0]})
+    assert sp["p90"] - sp["central"] == pytest.approx(rs["h2d_us"], rel=1e-6)
+    assert sp["central"] - sp["p10"] == pytest.approx(rs["h2d_us"] / 2, rel=1e-6)
+    # from a record: bytes x the two rates, nodes x the per-node cost
+    rec = {"kernels": [{"type": "Relu", "op_type": "Relu", "ep": "CUDAExecutionProvider"}] * 4,
+           "graph_inputs": [{"shape": [1, 1000], "dtype": "float32"}], "graph_outputs": [], "device": "cuda"}
+    model = {"copies_measured": cm, "host_table": {"default_us": 5.0, "by_op_us": {}, "by_category_us": {}}, "gpu_floor_frac": 0.0}
+    pr = tm.prepared(rec, {}, dict(model, gpu_table={"default": [1.0, 0.0, 0.0], "by_key": {}, "by_category": {}}))
+    assert pr["h2d_us"] == pytest.approx(4000 / 20e3) and pr["fixed_us"] == pytest.approx(2.0)
+    assert pr["h2d_wait"]["extra_us"] == pytest.approx(4000 * (1 / 8e3 - 1 / 20e3))
+
+
 def test_nodes_and_host_table():
     nodes = pd.DataFrame({"model": ["a"] * 4, "session": [0, 0, 1, 1], "node": ["c1", "r1"] * 2,
                           "op": ["Conv", "Relu"] * 2, "host_us": [20.0, 8.0, 24.0, 10.0], "gpu_us": [5.0, 2.0, 7.0, 2.0],
@@ -147,6 +196,9 @@ def test_gpu_table_from_cupti_node_times():
     a, b, c = t["by_key"]["Conv"]
     assert [a + b * i + c * 2 * i for i in (1, 2, 3, 4)] == pytest.approx([8, 11, 14, 17], rel=1e-6)
     assert tm.gpu_key(conv(1, ks=1)) == "Conv/1x1" and tm.gpu_key({"op_type": "Relu"}) == "Relu"
+    # one input channel per group (weight [Cout, 1, k, k]) is depthwise; wider groups are grouped convs
+    assert tm.gpu_key(dict(conv(1, g=32), weight_shapes=[[32, 1, 3, 3]])) == "Conv/depthwise"
+    assert tm.gpu_key(dict(conv(1, g=32), weight_shapes=[[256, 4, 3, 3]])) == "Conv/grouped"
     got = tm.gpu_table_us({"kernels": [conv(2), dict(conv(9), op_type="ConvTranspose")]}, t)
     assert got[0] == pytest.approx(11.0, rel=1e-6)
     assert got[1] == pytest.approx(np.dot(t["by_category"]["conv"], [1, 9, 18]), rel=1e-6)  # category line
@@ -170,6 +222,13 @@ def test_host_lines_follow_gpu_time_per_class():
     got = tm.host_us(rec, ht, gpu)
     assert got == pytest.approx(host)
     assert tm.host_us(rec, ht)[0] == 99.0   # without GPU times: the op type's median
+    # a class with 5..19 training nodes gets its median as a constant, one with fewer none
+    few = [{"node_name": f"g{i}", "op_type": "Conv", "category": "conv", "attributes": {"group": 4},
+            "weight_shapes": [[64, 16, 3, 3]], "flops": 1e9, "bytes_read": 0, "bytes_written": 0} for i in range(6)]
+    per_few = pd.DataFrame({"model": "m", "node": [k["node_name"] for k in few],
+                            "host_plain_us": [30.0, 31.0, 29.0, 33.0, 35.0, 28.0]})
+    assert fmt.host_lines(per_few, {"m": {"kernels": few}}, {"m": np.ones(6)})["Conv/grouped"] == [30.5, 0.0]
+    assert fmt.host_lines(per_few.head(4), {"m": {"kernels": few[:4]}}, {"m": np.ones(4)}) == {}
 
 
 def test_csv_or_gz_reads_the_committed_twin(tmp_path):

@@ -5,13 +5,15 @@
 # with the settings of benchmark/results/nvidia-h200/kernel_space/README.md (same seed, same Kernel_IDs); the zoo
 # kernels come from the committed records.json.xz.
 #   source .device/activate.sh && IDS=ids.csv bash benchmark/run_gpu_remeasure.sh /tmp/job
-# Env: IDS (required), MINUTES (runner budget, 7), RUNNER_SETS (extra "--set k=v" words). Rerun resumes.
+# Env: IDS (required), MINUTES (runner budget, 7), RUNNER_SETS (extra "--set k=v" words), DEVICE (cuda; cpu only to
+# try the job out: the zoo records are CUDA's, so then only sampled kernels are measured). Rerun resumes.
 set -uo pipefail
 JOB=${1:?job dir}; mkdir -p "$JOB"
 IDS=${IDS:?IDS=<csv with a Kernel_ID column>}
 export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
 SDIR=$HASE_HOME/ort_analysis/ort_kernel_record/sampled
+DEV=${DEVICE:-cuda}
 S0="--set n_per_type=60 --set types.Conv.count=800 --set types.Gemm.count=150 --set types.MatMul.count=150
     --set types.Add.count=100 --set types.Mul.count=100"
 S1="--set only=[Conv,MatMul,Gemm,ReduceMean,LayerNormalization,Transpose,GlobalAveragePool,MaxPool,AveragePool]
@@ -23,16 +25,20 @@ quiet() { grep -vE "Warning|_warn_once|plugin EP"; }
 for SEED in 0 1 2; do
   echo "stage sample seed $SEED $(el)"
   eval "SETS=\$S$SEED"
-  python3 kernel_model/kernel_sampler.py --device cuda --set "seed=$SEED" $SETS 2>&1 | quiet
+  python3 kernel_model/kernel_sampler.py --device "$DEV" --set "seed=$SEED" $SETS 2>&1 | quiet
 done
-ZR=$HASE_HOME/zoo_records; mkdir -p "$ZR"
-python3 -c "import json, sys; from utils.paths import read_json
+ZOO=()
+if [ "$DEV" = cuda ]; then
+  ZR=$HASE_HOME/zoo_records; mkdir -p "$ZR"
+  python3 -c "import json, sys; from utils.paths import read_json
 [open(f'{sys.argv[2]}/{m}.cuda.json', 'w').write(json.dumps(r)) for m, r in read_json(sys.argv[1], 'records').items()]" \
-  ort_analysis/ort_kernel_record/nvidia-h200/records.json.xz "$ZR"
+    ort_analysis/ort_kernel_record/nvidia-h200/records.json.xz "$ZR"
+  ZOO=(--record "$ZR/*.cuda.json")
+fi
 echo "stage measure $(el)"
-python3 benchmark/multi_kernel_runner.py --device cuda --max-minutes "${MINUTES:-7}" --set out=remeasure \
-  --set "only_ids=$IDS" --record "$SDIR/kspace_s0.cuda.json" --record "$SDIR/kspace_s1.cuda.json" \
-  --record "$SDIR/kspace_s2.cuda.json" --record "$ZR/*.cuda.json" ${RUNNER_SETS:-} 2>&1 | quiet
+python3 benchmark/multi_kernel_runner.py --device "$DEV" --max-minutes "${MINUTES:-7}" --set out=remeasure \
+  --set "only_ids=$IDS" --record "$SDIR/kspace_s0.$DEV.json" --record "$SDIR/kspace_s1.$DEV.json" \
+  --record "$SDIR/kspace_s2.$DEV.json" "${ZOO[@]}" ${RUNNER_SETS:-} 2>&1 | quiet
 echo "stage done $(el)"
 } 2>&1 | tee "$JOB/log.txt"
 R=$(ls -d "$HASE_HOME"/benchmark/results/*/ 2>/dev/null | head -1)

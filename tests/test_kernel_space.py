@@ -480,6 +480,21 @@ def test_import_kernel_space_appends_new_kernels_and_keeps_repeats_apart(tmp_pat
     noise = ksr.session_noise([str(dest / "kernels.csv.xz")], merged, "latency_node_ms_median")["repeat_b.csv.xz"]
     assert noise["kernels"] == 2 and noise["mean_abs_diff_pct"] == pytest.approx(5.0)
     assert noise["share_over_10pct"] == 0.0 and noise["mean_abs_diff_pct_by_type"]["Relu"] == pytest.approx(5.0)
+    # labels as the median over the fresh sessions: Relu_a measured 0.010, 0.011 (b) and 0.013 (a second repeat)
+    pd.DataFrame({"Kernel_ID": ["Relu_a"], "latency_node_ms_median": [0.013]}).to_csv(dest / "repeat_c.csv.xz",
+                                                                                       index=False)
+    med = pd.read_csv(ksr.combine([str(dest / "kernels.csv.xz")], tmp_path / "m.csv", "session_median"))
+    med = med.set_index("Kernel_ID")
+    assert med.loc["Relu_a", "latency_node_ms_median"] == pytest.approx(0.011)
+    assert med["label_sessions"].tolist() == [3, 2, 1] and med.loc["Relu_c", "latency_node_ms_median"] == 0.030
+    assert med.loc["Relu_a", "first_session_ms"] == 0.010
+    # the noise report still compares each repeat with the first session, not with the median
+    again = ksr.session_noise([str(dest / "kernels.csv.xz")], med.reset_index(), "latency_node_ms_median")
+    assert again["repeat_b.csv.xz"]["mean_abs_diff_pct"] == pytest.approx(5.0)
+    first = pd.read_csv(ksr.combine([str(dest / "kernels.csv.xz")], tmp_path / "f.csv", "first"))
+    assert first["latency_node_ms_median"].tolist() == [0.010, 0.020, 0.030]
+    with pytest.raises(HaseError, match="label must be"):
+        ksr.combine([str(dest / "kernels.csv.xz")], tmp_path / "x.csv", "mean")
     p = run_script([str(REPO / "benchmark" / "import_kernel_space.py"), str(tmp_path / "nojob"), str(dest),
                     "--role", "new"], tmp_path / "h", check=False, cwd=REPO)
     assert p.returncode != 0 and "nojob" in p.stderr and "not a folder" in p.stderr

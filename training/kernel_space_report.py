@@ -46,6 +46,7 @@ from utils.config import base_parser, from_args, save_resolved  # noqa: E402
 from utils.errors import HaseError, run_main  # noqa: E402
 from utils.logger import get_logger  # noqa: E402
 from utils.metrics import accuracy  # noqa: E402
+from utils.tables import read_csv_checked  # noqa: E402
 
 DEFAULTS = {"gpus": {"nvidia-h200": ["benchmark/results/nvidia-h200/kernel_space/kernels.csv.xz",
                                      "benchmark/results/nvidia-h200/kernel_space/kernels_s1.csv.xz",
@@ -53,7 +54,10 @@ DEFAULTS = {"gpus": {"nvidia-h200": ["benchmark/results/nvidia-h200/kernel_space
                      "nvidia-h100": ["benchmark/results/nvidia-h100/kernel_space/kernels.csv.xz"]},
             "peaks": {"nvidia-h200": "benchmark/results/nvidia-h200/peaks.json",
                       "nvidia-h100": "benchmark/results/nvidia-h100/peaks.json"},
-            "target": "latency_node_ms_median", "test_fraction": 0.2, "seed": 0, "peak_quantile": 0.99,
+            "target": "latency_node_ms_median",
+            # session_median: a kernel measured in several fresh sessions (repeat_*.csv.xz) is labelled and judged
+            # by their median (4,435 H200 kernels, 3 sessions each); first: the first table's value
+            "label": "session_median", "test_fraction": 0.2, "seed": 0, "peak_quantile": 0.99,
             "floor_us": 1.0,   # a kernel never runs faster than this: the roofline time's additive floor
             "transfer": ["nvidia-h200", "nvidia-h100"], "phase5": True, "cv_folds": 5,
             "noheldout_archs": ["squeezenet1_1", "resnext50_32x4d", "regnet_x_400mf", "mnasnet1_0", "googlenet",
@@ -73,9 +77,27 @@ def frame(csv: Path, target: str) -> tuple:
     return df, X, df[target].to_numpy(float) * 1e3
 
 
-def combine(csvs, out: Path) -> Path:
+def repeats_of(csvs) -> list:
+    """The re-measurement tables (repeat_*.csv.xz, benchmark/import_kernel_space.py) beside a GPU's tables."""
+    return sorted({r for c in ([csvs] if isinstance(csvs, str) else csvs) for r in Path(c).parent.glob("repeat_*.csv.xz")})
+
+
+def session_median(df: pd.DataFrame, repeats: list, target: str) -> pd.DataFrame:
+    """Labels as the median over every fresh session that measured the kernel (the first table's and each
+    re-measurement's), its count in `label_sessions`; the first session's value kept in `first_session_ms`
+    (what session_noise compares the repeats with)."""
+    first = df.set_index("Kernel_ID")[target]
+    cols = [first] + [read_csv_checked(r, ("Kernel_ID", target), "re-measurement").drop_duplicates("Kernel_ID")
+                      .set_index("Kernel_ID")[target].reindex(first.index) for r in repeats]
+    m = pd.concat(cols, axis=1)
+    return df.assign(first_session_ms=df[target].to_numpy(),
+                     **{target: m.median(axis=1, skipna=True).to_numpy(), "label_sessions": m.notna().sum(axis=1).to_numpy()})
+
+
+def combine(csvs, out: Path, label: str = "first", target: str = "latency_node_ms_median") -> Path:
     """One CSV of a GPU's kernel-space tables (a kernel measured twice: its first row); slim tables (fewer
-    columns: a later sample) leave the others empty."""
+    columns: a later sample) leave the others empty. label `session_median`: a kernel re-measured in other
+    fresh sessions (repeat_*.csv.xz beside the tables) gets the median of all its sessions as its label."""
     csvs = [csvs] if isinstance(csvs, str) else list(csvs)
     frames = []
     for c in csvs:
@@ -83,6 +105,10 @@ def combine(csvs, out: Path) -> Path:
             raise HaseError("file not found", c)
         frames.append(pd.read_csv(c))
     df = pd.concat(frames, ignore_index=True).drop_duplicates("Kernel_ID")
+    if label == "session_median":
+        df = session_median(df, repeats_of(csvs), target)
+    elif label != "first":
+        raise HaseError(f"label must be first or session_median, not '{label}'", "label")
     df.to_csv(out, index=False)
     return out
 
@@ -101,11 +127,12 @@ def measured_peaks(path) -> tuple:
 def session_noise(csvs, labels: pd.DataFrame, target: str) -> dict:
     """The same kernels measured again on another machine in fresh sessions (repeat_*.csv.xz beside the
     tables, benchmark/import_kernel_space.py): |repeat / first - 1| overall and per type."""
-    reps = sorted({r for c in ([csvs] if isinstance(csvs, str) else csvs) for r in Path(c).parent.glob("repeat_*.csv.xz")})
+    reps = repeats_of(csvs)
     if not reps:
         return {}
     from benchmark.import_kernel_space import repeat_difference
-    first = labels.set_index("Kernel_ID")[target]
+    col = "first_session_ms" if "first_session_ms" in labels else target   # the first session's, not the median
+    first = labels.set_index("Kernel_ID")[col]
     return {r.name: repeat_difference(first, r) for r in reps}
 
 
@@ -361,7 +388,8 @@ def main() -> int:
     reports = {}
     tmp = Path(tempfile.mkdtemp(prefix="hase_kspace_"))
     try:
-        combined = {name: combine(srcs, tmp / f"{name}.csv") for name, srcs in cfg["gpus"].items()}
+        combined = {name: combine(srcs, tmp / f"{name}.csv", cfg["label"], cfg["target"])
+                    for name, srcs in cfg["gpus"].items()}
         for name, csv in combined.items():
             reports[name] = one_gpu(name, csv, cfg["gpus"][name], cfg, out_root, log)
         if cfg["transfer"]:

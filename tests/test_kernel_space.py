@@ -4,6 +4,7 @@ import copy
 import json
 import math
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -307,6 +308,51 @@ def test_phase5_trains_on_packed_rows_and_unknown_ops_fall_back(packed):
     with pytest.warns(tkm.UnknownKernelTypeWarning, match="Frobnicate"):
         out = pred.predict_kernels([odd, dict(gemm(64, 64, 64), id="Gemm#0")], load)
     assert math.isfinite(out["Frobnicate#0"]) and out["Frobnicate#0"] > 0 and math.isfinite(out["Gemm#0"])
+
+
+def test_phase5_learns_the_ratio_to_the_roofline(packed, tmp_path):
+    """roofline.peaks_json: the trees learn log(time / roofline time), the manifest keeps the peaks, and a
+    prediction is the trees' ratio times the kernel's roofline time (also for the generic model)."""
+    from training import train_kernel_model as tkm
+    from training.features import ROOFLINE_COLS
+    peaks = tmp_path / "peaks.json"
+    peaks.write_text(json.dumps({"peak_tflops": 0.5, "peak_tb_per_s": 0.02}))   # a CPU's order of magnitude
+    home = packed["home"]
+    run_script([REPO / "training/train_kernel_model.py", "--device", "cpu",
+                "--set", f"data_csv={packed['out'] / 'kernels.csv'}", "--set", "target=latency_node_ms_median",
+                "--set", "device_slug=kspace-roof", "--set", "min_rows_per_type=3", "--set", "min_kernels_per_type=3",
+                "--set", f"roofline.peaks_json={peaks}", "--set", "roofline.floor_us=2.0", *FAST_TREES], home)
+    pred = tkm.load_predictor(home / "training/models/kspace-roof")
+    man = pred.manifest
+    assert man["target_transform"] == "log_ratio_to_roofline" and man["roofline"]["floor_us"] == 2.0
+    assert man["roofline"]["peak_flop_per_us"] == pytest.approx(0.5e6) and set(ROOFLINE_COLS) <= set(man["features"])
+    assert math.isfinite(man["metrics"]["test"]["mape_pct"])
+    df = pd.read_csv(packed["out"] / "kernels.csv")
+    load = {f: float(df[f].median()) for f in pred.load_fields}
+    k = dict(gemm(32, 64, 64), id="Gemm#0")   # inside the trained range (no warning)
+    rows = pred.feature_rows([k], load)
+    roof_ms = (max(rows["flops"].iloc[0] / 0.5e6, rows["bytes_total"].iloc[0] / 0.02e6) + 2.0) / 1e3
+    ratio = pred._session(pred.route("Gemm")).run(None, {"input": rows[pred.manifest["models"][pred.route("Gemm")][
+        "features"]].to_numpy(np.float32)})[0].ravel()[0]
+    pred.fast_path = False   # the model, not the lookup table of measured kernels
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", tkm.BeyondTrainingRangeWarning)
+        assert pred.predict_kernels([k], load)["Gemm#0"] == pytest.approx(math.exp(ratio) * roof_ms, rel=1e-5)
+    with pytest.warns(tkm.UnknownKernelTypeWarning):   # the generic model also predicts a ratio
+        odd = pred.predict_kernels([dict(relu(64), id="Frob#0", op_type="Frob", type="Frob", category="other")], load)
+    assert math.isfinite(odd["Frob#0"]) and odd["Frob#0"] > 0
+    # far beyond the largest trained kernel: predicted, with a warning that names the range
+    top = man["roofline"]["train_max_roofline_us"]
+    assert top > 0
+    with pytest.warns(tkm.BeyondTrainingRangeWarning, match="extrapolates poorly"):
+        huge = pred.predict_kernels([dict(gemm(8192, 8192, 8192), id="Gemm#9")], load)
+    assert math.isfinite(huge["Gemm#9"])
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"peak_tflops": 1.0}))
+    p = run_script([REPO / "training/train_kernel_model.py", "--device", "cpu",
+                    "--set", f"data_csv={packed['out'] / 'kernels.csv'}", "--set", "target=latency_node_ms_median",
+                    "--set", f"roofline.peaks_json={bad}", *FAST_TREES], tmp_path / "h", check=False)
+    one_line_error(p, "peak_tb_per_s", "bad.json")
 
 
 @pytest.mark.parametrize("setting,needles", [("chunk=0", ["chunk"]), ("io=gpu", ["io"]), ("runs=-1", ["runs"])])

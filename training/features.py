@@ -39,6 +39,25 @@ def feature_names(load_fields) -> list:
     return GEOMETRY + COST + LOGS + GEMM_VIEW + FUSION + CATEGORY_COLS + [TYPE_COL] + list(load_fields)
 
 
+# the roofline's features (phase 5 with `roofline.peaks_json`, training/kernel_space_report.py): the time at the GPU's
+# measured peak compute and bandwidth (benchmark/peak_bench.py) and which of the two bounds the kernel
+ROOFLINE_COLS = ["log_roofline_us", "log_compute_us", "log_memory_us", "log_compute_over_memory"]
+
+
+def roofline_us(flops, bytes_total, peaks: tuple, floor_us: float) -> np.ndarray:
+    """max(FLOPs / peak FLOP/us, bytes / peak bytes/us) + floor_us: the least a kernel can take (floor_us: no
+    kernel runs faster than a launch's minimum)."""
+    return np.maximum(np.asarray(flops, float) / peaks[0], np.asarray(bytes_total, float) / peaks[1]) + floor_us
+
+
+def with_roofline(X: pd.DataFrame, peaks: tuple, floor_us: float) -> pd.DataFrame:
+    """Feature rows plus ROOFLINE_COLS (X needs the flops and bytes_total columns)."""
+    tc, tm = X["flops"].to_numpy(float) / peaks[0], X["bytes_total"].to_numpy(float) / peaks[1]
+    return X.assign(log_roofline_us=np.log(roofline_us(X["flops"], X["bytes_total"], peaks, floor_us)),
+                    log_compute_us=np.log(tc + 1e-3), log_memory_us=np.log(tm + 1e-3),
+                    log_compute_over_memory=np.log((tc + 1e-3) / (tm + 1e-3)))
+
+
 def generic_feature_names(load_fields) -> list:
     """Features of the fallback model for unseen types: everything but the type label."""
     return [f for f in feature_names(load_fields) if f != TYPE_COL]

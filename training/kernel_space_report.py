@@ -60,6 +60,9 @@ DEFAULTS = {"gpus": {"nvidia-h200": ["benchmark/results/nvidia-h200/kernel_space
             "label": "session_median", "test_fraction": 0.2, "seed": 0, "peak_quantile": 0.99,
             "floor_us": 1.0,   # a kernel never runs faster than this: the roofline time's additive floor
             "transfer": ["nvidia-h200", "nvidia-h100"], "phase5": True, "cv_folds": 5,
+            # phase 5 learns the ratio to the roofline at the GPU's measured peaks (`peaks`), as the report's
+            # roofline_ratio_target does; false: the time itself
+            "phase5_roofline": True,
             "noheldout_archs": ["squeezenet1_1", "resnext50_32x4d", "regnet_x_400mf", "mnasnet1_0", "googlenet",
                                 "mobilenet_v3_large", "wide_resnet50_2", "efficientnet_b1", "shufflenet_v2_x0_5",
                                 "resnet101"],
@@ -144,13 +147,11 @@ def peaks(X: pd.DataFrame, t_us: np.ndarray, idx, q: float) -> tuple:
 
 
 def roofline_us(X: pd.DataFrame, pk: tuple, floor_us: float) -> np.ndarray:
-    return np.maximum(X["flops"].to_numpy() / pk[0], X["bytes_total"].to_numpy() / pk[1]) + floor_us
+    return F.roofline_us(X["flops"], X["bytes_total"], pk, floor_us)
 
 
 def with_roofline(X: pd.DataFrame, pk: tuple, floor_us: float) -> pd.DataFrame:
-    tc, tm = X["flops"].to_numpy() / pk[0], X["bytes_total"].to_numpy() / pk[1]
-    return X.assign(log_roofline_us=np.log(roofline_us(X, pk, floor_us)), log_compute_us=np.log(tc + 1e-3),
-                    log_memory_us=np.log(tm + 1e-3), log_compute_over_memory=np.log((tc + 1e-3) / (tm + 1e-3)))
+    return F.with_roofline(X, pk, floor_us)
 
 
 def xgb_fit_predict(cfg: dict, Xtr, ytr, Xte, seed: int) -> np.ndarray:
@@ -257,6 +258,8 @@ def phase5(name: str, csv: Path, cfg: dict, slug: str = "") -> dict:
            "--set", f"seed={cfg['seed']}", "--set", f"test_fraction={cfg['test_fraction']}",
            # idle-only data: a load feature would be a constant (load enters through the timeline's interference)
            "--set", "load_fields.cuda=[]"]
+    if cfg["phase5_roofline"] and cfg["peaks"].get(name) and Path(cfg["peaks"][name]).exists():
+        cmd += ["--set", f"roofline.peaks_json={cfg['peaks'][name]}", "--set", f"roofline.floor_us={cfg['floor_us']}"]
     for k, v in cfg["xgboost"].items():   # the same trees as the report's own fits (more data than the zoo's)
         cmd += ["--set", f"xgboost.{k}={v}"]
     p = subprocess.run(cmd, capture_output=True, text=True)

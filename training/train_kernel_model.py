@@ -31,8 +31,8 @@ import pandas as pd  # noqa: E402
 
 from kernel_model.kernel_builder import kernel_id  # noqa: E402
 from training import lookup_table  # noqa: E402
-from training.features import (META_TYPE, TYPE_COL, UNSEEN_CODE, feature_frame, feature_names,  # noqa: E402
-                               generic_feature_names, type_vocabulary)
+from training.features import (META_TYPE, ROOFLINE_COLS, TYPE_COL, UNSEEN_CODE, feature_frame,  # noqa: E402
+                               feature_names, generic_feature_names, type_vocabulary, with_roofline)
 from utils import paths  # noqa: E402
 from utils.config import base_parser, from_args, save_resolved  # noqa: E402
 from utils.errors import HaseError, run_main  # noqa: E402
@@ -57,11 +57,19 @@ DEFAULTS = {
                 "colsample_bytree": 0.9, "min_child_weight": 1.0},
     "random_forest": {"n_estimators": 200, "max_depth": None, "min_samples_leaf": 2, "max_features": 1.0},
     "n_jobs": 0, "show_rows": 5,
+    # learn the ratio to the roofline time (issue 13): peaks_json = benchmark/peak_bench.py's peaks.json of the GPU the
+    # data come from ("" = learn the time itself); the peaks are stored in the manifest and used at prediction
+    "roofline": {"peaks_json": "", "floor_us": 1.0},
 }
 
 
 class UnknownKernelTypeWarning(UserWarning):
     """A kernel type the model never saw: predicted by the generic FLOPs/bytes model."""
+
+
+class BeyondTrainingRangeWarning(UserWarning):
+    """A kernel far larger than any the roofline-ratio model was trained on: trained on the smallest 80% of the
+    H200 kernel space by FLOPs, the ratio missed the largest 20% by 165% (the time itself by 29%)."""
 
 
 # ---- data ------------------------------------------------------------------------------------
@@ -208,6 +216,24 @@ def best_of(cands: dict) -> str:
     return min(scored)[2]
 
 
+def roofline_of(cfg: dict):
+    """{peaks: (FLOP/us, bytes/us), floor_us, source} from `roofline.peaks_json`, or None when it is ""."""
+    rc = cfg.get("roofline") or {}
+    path = rc.get("peaks_json") or ""
+    if not path:
+        return None
+    d = paths.read_json(Path(path), "peaks.json")
+    try:
+        peaks = (float(d["peak_tflops"]) * 1e6, float(d["peak_tb_per_s"]) * 1e6)
+    except (KeyError, TypeError, ValueError):
+        raise HaseError("peaks.json lacks peak_tflops/peak_tb_per_s", path)
+    floor = rc.get("floor_us", 1.0)
+    if not all(math.isfinite(v) and v > 0 for v in peaks) or isinstance(floor, bool) \
+            or not isinstance(floor, (int, float)) or floor < 0:
+        raise HaseError("roofline: peaks must be > 0 and floor_us >= 0", path)
+    return {"peaks": peaks, "floor_us": float(floor), "source": paths.portable(Path(path))}
+
+
 def train(df: pd.DataFrame, cfg: dict, load_fields: list, out_dir: Path, log) -> tuple:
     """Fit, compare and save into a staging folder; returns (manifest without metadata, staging)."""
     target = cfg["target"]
@@ -220,6 +246,13 @@ def train(df: pd.DataFrame, cfg: dict, load_fields: list, out_dir: Path, log) ->
     codes = type_vocabulary(df["OpType"])
     X = feature_frame(df, load_fields, codes)
     feats, gfeats = feature_names(load_fields), generic_feature_names(load_fields)
+    roof = roofline_of(cfg)
+    if roof:   # the trees learn log(time / roofline time); predictions add the roofline back (`off`)
+        X = with_roofline(X, roof["peaks"], roof["floor_us"])
+        feats, gfeats = feats + ROOFLINE_COLS, gfeats + ROOFLINE_COLS
+        off = X["log_roofline_us"].to_numpy() - math.log(1e3)
+    else:
+        off = np.zeros(len(X))
     y_ms = df[target].to_numpy(float)
     y_log = np.log(y_ms)
     types = X[META_TYPE].to_numpy()
@@ -232,7 +265,8 @@ def train(df: pd.DataFrame, cfg: dict, load_fields: list, out_dir: Path, log) ->
     tr, te = group_split(df["Kernel_ID"].to_numpy(), cfg["test_fraction"], cfg["seed"])
     log.info("split by Kernel_ID: %d train rows (%d kernels), %d test rows (%d kernels)", len(tr),
              df["Kernel_ID"].iloc[tr].nunique(), len(te), df["Kernel_ID"].iloc[te].nunique())
-    Xtr, Xte, ytr = X.iloc[tr], X.iloc[te], y_log[tr]
+    Xtr, Xte, ytr = X.iloc[tr], X.iloc[te], y_log[tr] - off[tr]
+    off_te = off[te]
 
     staging = out_dir.with_name(out_dir.name + ".tmp")
     shutil.rmtree(staging, ignore_errors=True)
@@ -245,7 +279,7 @@ def train(df: pd.DataFrame, cfg: dict, load_fields: list, out_dir: Path, log) ->
         fitted, cands = {}, {}
         for a in algos:
             fitted[a] = fit(a, Xtr[cols], ytr, cfg)
-            p = predict_log(fitted[a], Xte[cols])
+            p = predict_log(fitted[a], Xte[cols]) + off_te
             cands[a] = accuracy(np.exp(p), y_ms[te])
             pred_test_log[(key, a)] = p
         best = best_of(cands)
@@ -272,7 +306,8 @@ def train(df: pd.DataFrame, cfg: dict, load_fields: list, out_dir: Path, log) ->
         fitted = {}
         for a in algos:
             fitted[a] = fit(a, Xtr.iloc[rows_tr][feats], ytr[rows_tr], cfg)
-            cands[a] = accuracy(np.exp(predict_log(fitted[a], Xte.iloc[rows_te][feats])), y_ms[te][rows_te])
+            cands[a] = accuracy(np.exp(predict_log(fitted[a], Xte.iloc[rows_te][feats]) + off_te[rows_te]),
+                                y_ms[te][rows_te])
         candidates[f"type/{t}"] = cands
         best = best_of(cands)
         if best == "global":
@@ -293,7 +328,8 @@ def train(df: pd.DataFrame, cfg: dict, load_fields: list, out_dir: Path, log) ->
             rows = np.where(te_types == t)[0]
             if len(rows):
                 sess = onnx_session(staging / models[key]["onnx"])
-                final_log[rows] = sess.run(None, {"input": Xte.iloc[rows][feats].to_numpy(np.float32)})[0].ravel()
+                final_log[rows] = (sess.run(None, {"input": Xte.iloc[rows][feats].to_numpy(np.float32)})[0].ravel()
+                                   + off_te[rows])
     final_ms = np.exp(final_log)
     overall = accuracy(final_ms, y_ms[te])
     by_type = {t: accuracy(final_ms[te_types == t], y_ms[te][te_types == t]) for t in sorted(set(te_types))}
@@ -317,7 +353,12 @@ def train(df: pd.DataFrame, cfg: dict, load_fields: list, out_dir: Path, log) ->
     lookup_table.save(lookup_table.build(df, target), staging / LOOKUP)
 
     manifest = {
-        "format": FORMAT, "target": target, "target_transform": "log",
+        "format": FORMAT, "target": target,
+        "target_transform": "log_ratio_to_roofline" if roof else "log",
+        "roofline": {"peak_flop_per_us": roof["peaks"][0], "peak_bytes_per_us": roof["peaks"][1],
+                     "floor_us": roof["floor_us"], "peaks_json": roof["source"],
+                     # the largest kernel trained on: beyond it the ratio extrapolates poorly (a warning says so)
+                     "train_max_roofline_us": float(np.exp(X["log_roofline_us"].iloc[tr].max()))} if roof else None,
         "features": feats, "generic_features": gfeats, "load_fields": load_fields,
         "type_codes": codes, "unseen_type_code": UNSEEN_CODE,
         "models": models, "per_type": per_type, "fallback_unknown_type": "generic",
@@ -382,6 +423,7 @@ def main() -> int:
     args = p.parse_args()
     cfg = from_args(args, DEFAULTS)
     log = get_logger("training", args.log_level)
+    roofline_of(cfg)   # a bad peaks.json fails here, before the data are read
     csv_path, slug = resolve_paths(cfg)
     df = load_dataset(csv_path, cfg["target"])
     for extra in cfg["extra_csv"]:   # more phase 4 kernel CSVs of the same device (later collections)
@@ -434,6 +476,7 @@ class KernelPredictor:
         lp = self.dir / self.manifest.get("lookup_table", LOOKUP)
         self.lookup = lookup_table.LookupTable.load(lp) if lp.exists() else None
         self.fast_path = True    # exactly measured kernels come from the lookup table
+        self.roofline = self.manifest.get("roofline")   # the trees predict log(time / roofline time)
 
     def _session(self, key: str):
         if key not in self._sessions:
@@ -446,7 +489,13 @@ class KernelPredictor:
 
     def feature_rows(self, kernels, load: dict) -> pd.DataFrame:
         """Feature rows of record kernels (or row dicts) under the given load."""
-        return feature_frame(kernels, self.load_fields, self.type_codes, load=load)
+        return self._with_roofline(feature_frame(kernels, self.load_fields, self.type_codes, load=load))
+
+    def _with_roofline(self, rows: pd.DataFrame) -> pd.DataFrame:
+        if not self.roofline or all(c in rows.columns for c in ROOFLINE_COLS):
+            return rows
+        r = self.roofline
+        return with_roofline(rows, (r["peak_flop_per_us"], r["peak_bytes_per_us"]), r["floor_us"])
 
     def route(self, kernel_type: str) -> str:
         return self.per_type.get(kernel_type, "generic")
@@ -460,6 +509,8 @@ class KernelPredictor:
         """Latency in ms per row. Rows: feature_rows()/feature_frame() output (the 'kernel_type'
         column routes rows; without it the type_code column does)."""
         rows = kernel_feature_rows
+        if self.roofline and all(c in rows.columns for c in ("flops", "bytes_total")):
+            rows = self._with_roofline(rows)
         for f in self.features:
             if f not in rows.columns:
                 what = "load field" if f in self.load_fields else "feature column"
@@ -479,6 +530,14 @@ class KernelPredictor:
             cols = self.manifest["models"][key]["features"]
             X = rows.iloc[idx][cols].to_numpy(np.float32)
             out_log[idx] = self._session(key).run(None, {"input": X})[0].ravel()
+        if self.roofline:   # the trees' log ratio + the roofline time (us -> ms)
+            lr = rows["log_roofline_us"].to_numpy(float)
+            top = self.roofline.get("train_max_roofline_us")
+            if top and (lr > math.log(2.0 * top)).any():
+                warnings.warn(f"{int((lr > math.log(2.0 * top)).sum())} kernel(s) over twice the largest trained "
+                              f"roofline time ({top:.0f} us, up to {math.exp(lr.max()):.0f} us): the ratio model "
+                              f"extrapolates poorly there", BeyondTrainingRangeWarning, stacklevel=3)
+            out_log += lr - math.log(1e3)
         return np.exp(out_log)
 
     def predict_kernels(self, record_kernels, load: dict) -> dict:

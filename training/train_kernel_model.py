@@ -68,8 +68,8 @@ class UnknownKernelTypeWarning(UserWarning):
 
 
 class BeyondTrainingRangeWarning(UserWarning):
-    """A kernel far larger than any the roofline-ratio model was trained on: trained on the smallest 80% of the
-    H200 kernel space by FLOPs, the ratio missed the largest 20% by 165% (the time itself by 29%)."""
+    """A kernel with more FLOPs or bytes than any the roofline-ratio model was trained on: trained on the smallest
+    80% of the H200 kernel space by FLOPs, the ratio missed the largest 20% by 165% (the time itself by 29%)."""
 
 
 # ---- data ------------------------------------------------------------------------------------
@@ -357,8 +357,10 @@ def train(df: pd.DataFrame, cfg: dict, load_fields: list, out_dir: Path, log) ->
         "target_transform": "log_ratio_to_roofline" if roof else "log",
         "roofline": {"peak_flop_per_us": roof["peaks"][0], "peak_bytes_per_us": roof["peaks"][1],
                      "floor_us": roof["floor_us"], "peaks_json": roof["source"],
-                     # the largest kernel trained on: beyond it the ratio extrapolates poorly (a warning says so)
-                     "train_max_roofline_us": float(np.exp(X["log_roofline_us"].iloc[tr].max()))} if roof else None,
+                     # the most compute and the most memory traffic trained on (as time at the peaks): beyond
+                     # either the ratio extrapolates poorly (a warning says so)
+                     "train_max_compute_us": float(np.exp(X["log_compute_us"].iloc[tr].max())),
+                     "train_max_memory_us": float(np.exp(X["log_memory_us"].iloc[tr].max()))} if roof else None,
         "features": feats, "generic_features": gfeats, "load_fields": load_fields,
         "type_codes": codes, "unseen_type_code": UNSEEN_CODE,
         "models": models, "per_type": per_type, "fallback_unknown_type": "generic",
@@ -531,13 +533,16 @@ class KernelPredictor:
             X = rows.iloc[idx][cols].to_numpy(np.float32)
             out_log[idx] = self._session(key).run(None, {"input": X})[0].ravel()
         if self.roofline:   # the trees' log ratio + the roofline time (us -> ms)
-            lr = rows["log_roofline_us"].to_numpy(float)
-            top = self.roofline.get("train_max_roofline_us")
-            if top and (lr > math.log(2.0 * top)).any():
-                warnings.warn(f"{int((lr > math.log(2.0 * top)).sum())} kernel(s) over twice the largest trained "
-                              f"roofline time ({top:.0f} us, up to {math.exp(lr.max()):.0f} us): the ratio model "
-                              f"extrapolates poorly there", BeyondTrainingRangeWarning, stacklevel=3)
-            out_log += lr - math.log(1e3)
+            over = np.zeros(len(rows), bool)
+            for col, key in (("log_compute_us", "train_max_compute_us"), ("log_memory_us", "train_max_memory_us")):
+                top = self.roofline.get(key)
+                if top:
+                    over |= rows[col].to_numpy(float) > math.log(top)
+            if over.any():
+                warnings.warn(f"{int(over.sum())} kernel(s) with more FLOPs or bytes than any trained: the roofline-ratio "
+                              f"model extrapolates poorly there (train with roofline.peaks_json=\"\" to learn the time "
+                              f"itself)", BeyondTrainingRangeWarning, stacklevel=3)
+            out_log += rows["log_roofline_us"].to_numpy(float) - math.log(1e3)
         return np.exp(out_log)
 
     def predict_kernels(self, record_kernels, load: dict) -> dict:

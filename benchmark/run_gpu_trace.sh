@@ -7,15 +7,17 @@
 #   bash benchmark/gpu_wait.sh /tmp/job 540 $OUT      # waits, then packs what is done into $OUT
 # Env: SESSIONS (default 5) fresh sessions per model with ORT's default EXHAUSTIVE search;
 #      ALT_ALGOS (e.g. "HEURISTIC DEFAULT") then ALT_SESSIONS (default 3) sessions with each of those;
-#      ZOO=0: only the ten outside architectures (a second GPU's held-out check).
+#      ZOO=0: only the outside architectures (a second GPU's held-out check); OUTSIDE_ARCHS="a b ..." and
+#      BATCHES="1 32": other outside architectures (torchvision names), e.g. a fresh set no fit has looked at.
 set -uo pipefail
 JOB=${1:?job dir}; shift; mkdir -p "$JOB"
 export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
 source benchmark/gpu_lib.sh
 M=$HASE_HOME/model_zoo/models
-OUTSIDE=(squeezenet1_1 resnext50_32x4d regnet_x_400mf mnasnet1_0 googlenet mobilenet_v3_large wide_resnet50_2
-         efficientnet_b1 shufflenet_v2_x0_5 resnet101)
+# OUTSIDE_ARCHS / BATCHES: another set of outside architectures (a fresh held-out check), batch sizes at 224 px
+OUTSIDE=(${OUTSIDE_ARCHS:-squeezenet1_1 resnext50_32x4d regnet_x_400mf mnasnet1_0 googlenet mobilenet_v3_large
+         wide_resnet50_2 efficientnet_b1 shufflenet_v2_x0_5 resnet101})
 TRACE=(python3 benchmark/trace_run.py --device cuda --set warmup=10 --set profiled_runs=5 --set cupti_runs=10
        --set budget_ms=200 --set min_loops=10 "$@")
 list() { local IFS=,; echo "[$*]"; }
@@ -23,7 +25,7 @@ quiet() { grep -vE "Warning|_warn_once|plugin EP"; }
 {
 echo "stage outside-export $(el)"
 # one call per config: a model whose validation fails must not stop the others
-for m in "${OUTSIDE[@]}"; do for b in 1 32; do export_model "$m" "$b" 224; done; done
+for m in "${OUTSIDE[@]}"; do for b in ${BATCHES:-1 32}; do export_model "$m" "$b" 224; done; done
 if [ "${ZOO:-1}" = 1 ]; then echo "stage zoo-export $(el)"; export_zoo; export_extra; fi
 echo "stage trace $(el)"
 "${TRACE[@]}" --set "sessions=${SESSIONS:-5}" 2>&1 | quiet

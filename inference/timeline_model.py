@@ -15,7 +15,11 @@ is done. session.run = C0 + H2D(inputs) + timeline + D2H(outputs):
          idle load, minus the fixed cost every standalone IOBinding run pays (overhead_us: fitted,
          starting from the 5th percentile of idle device-mode kernel times, what a kernel that does
          nothing costs), never below `gpu_floor_frac` of the standalone time.
-  copies the transfer model (benchmark/bandwidth.py): a*bytes + b per direction.
+  copies the transfer model (benchmark/bandwidth.py): a*bytes + b per direction. With measured terms
+         (fit_measured_timeline.copy_terms, `copies_measured`): the input copy's rate depends on the wait before
+         it, which in back-to-back runs is the previous run's span S. Per byte it is
+         1/bw_fast + (1/bw_slow - 1/bw_fast) * (1 - exp(-S / tau)), measured on the H200 machines at 20.5 and
+         8.0 GB/s with tau 3.9 ms. C0 also gains a per-node term (ORT's per-run bookkeeping).
 
 Under load, without MPS the GPU time-slices between processes. From the background metrics the
 predictor sees before the job starts (never the job's own activity):

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The exact command that produced this folder (offline, from the committed H200 measurements).
 # Kernel predictor first:
-#   .venv/bin/python training/train_kernel_model.py --device cuda --set data_csv=benchmark/results/nvidia-h200/kernels.csv.gz \
-#     --set extra_csv=[benchmark/results/nvidia-h200/kernels_more/kernels.csv.gz]
+#   .venv/bin/python training/train_kernel_model.py --device cuda --set data_csv=benchmark/results/nvidia-h200/kernels.csv.xz \
+#     --set extra_csv=[benchmark/results/nvidia-h200/kernels_more/kernels.csv.xz]
 .venv/bin/python evaluator.py --device cuda \
   --from-csv benchmark/results/nvidia-h200/models.csv.gz --from-csv benchmark/results/nvidia-h200/corunners/models.csv.gz \
   --records ort_analysis/ort_kernel_record/nvidia-h200/records.json.xz --fit \

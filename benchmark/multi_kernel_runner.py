@@ -60,6 +60,7 @@ from utils.logger import get_logger  # noqa: E402
 from utils.onnx_io import dummy_feed  # noqa: E402
 from utils.ort_session import device_slug, make_session, provenance, resolve_device  # noqa: E402
 from utils.progress import progress  # noqa: E402
+from utils.tables import read_csv_checked  # noqa: E402
 
 CONFIG = paths.REPO / "benchmark" / "multi_kernel.yaml"
 MODE = "node"
@@ -179,7 +180,6 @@ def only_ids(path) -> set:
     None when no file is given."""
     if not path:
         return None
-    from utils.tables import read_csv_checked
     return set(read_csv_checked(Path(path), ["Kernel_ID"], "Kernel_ID list", prefix="only_ids: ")["Kernel_ID"].astype(str))
 
 

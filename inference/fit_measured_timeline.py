@@ -203,7 +203,7 @@ def copy_terms(sessions: pd.DataFrame, io: dict, nodes: dict) -> dict:
     and at 9 GB/s after 6-8 ms runs; large inputs always at ~8 GB/s. Pageable copies go through the CPU, and a
     long wait leaves its caches and clocks cold. The per-node terms are ORT's per-run bookkeeping (execution
     frame, outputs), which grows with the graph."""
-    from scipy.optimize import least_squares
+    from scipy.optimize import least_squares, nnls
     med = sessions.groupby("model")[["before_us", "after_us", "device_median_ms"]].median()
     b_in = np.array([io[m][0] for m in med.index], float)
     b_out = np.array([io[m][1] for m in med.index], float)
@@ -218,7 +218,6 @@ def copy_terms(sessions: pd.DataFrame, io: dict, nodes: dict) -> dict:
     lo, hi = [0.0, 0.0, 0.0, 0.0, 100.0], [1e4, 10.0, 1e-2, 1e-2, 1e6]
     r = least_squares(lambda x: before_us(x) / before - 1.0, x0, bounds=(lo, hi))
     a0, an, fast, slow, tau = (float(v) for v in r.x)
-    from scipy.optimize import nnls
     x = np.column_stack([np.ones_like(n), n, b_out])
     (b0, bn, d2h), _ = nnls(x / after[:, None], np.ones_like(after))
     rel = lambda p, y: float(np.mean(np.abs(p / y - 1.0)) * 100)  # noqa: E731

@@ -23,6 +23,7 @@ import pandas as pd
 
 from utils.errors import HaseError
 from utils.kernel_registry import CATEGORIES, category_of
+from utils.paths import read_json
 
 GEOMETRY = ["N", "C", "H", "W", "Cout", "Hout", "Wout", "kernel_h", "kernel_w", "stride_h", "stride_w", "groups"]
 COST = ["flops", "bytes_read", "bytes_written", "bytes_total", "arith_intensity", "in_elems", "out_elems"]
@@ -42,6 +43,16 @@ def feature_names(load_fields) -> list:
 # the roofline's features (phase 5 with `roofline.peaks_json`, training/kernel_space_report.py): the time at the GPU's
 # measured peak compute and bandwidth (benchmark/peak_bench.py) and which of the two bounds the kernel
 ROOFLINE_COLS = ["log_roofline_us", "log_compute_us", "log_memory_us", "log_compute_over_memory"]
+
+
+def read_peaks(path) -> tuple:
+    """(FLOP/us, bytes/us) of benchmark/peak_bench.py's peaks.json; a missing or unreadable file or a missing
+    field is a one-line error naming the file."""
+    d = read_json(path, "peaks.json")
+    try:
+        return float(d["peak_tflops"]) * 1e6, float(d["peak_tb_per_s"]) * 1e6
+    except (KeyError, TypeError, ValueError):
+        raise HaseError("peaks.json lacks peak_tflops/peak_tb_per_s", path)
 
 
 def roofline_us(flops, bytes_total, peaks: tuple, floor_us: float) -> np.ndarray:

@@ -121,11 +121,7 @@ def measured_peaks(path) -> tuple:
     """(FLOP/us, bytes/us) of benchmark/peak_bench.py's peaks.json, or None where there is none."""
     if not path or not Path(path).exists():
         return None
-    d = json.loads(Path(path).read_text())
-    try:
-        return float(d["peak_tflops"]) * 1e6, float(d["peak_tb_per_s"]) * 1e6
-    except (KeyError, TypeError, ValueError):
-        raise HaseError("peaks.json lacks peak_tflops/peak_tb_per_s", path)
+    return F.read_peaks(Path(path))
 
 
 def session_noise(csvs, labels: pd.DataFrame, target: str) -> dict:
@@ -151,10 +147,6 @@ def roofline_us(X: pd.DataFrame, pk: tuple, floor_us: float) -> np.ndarray:
     return F.roofline_us(X["flops"], X["bytes_total"], pk, floor_us)
 
 
-def with_roofline(X: pd.DataFrame, pk: tuple, floor_us: float) -> pd.DataFrame:
-    return F.with_roofline(X, pk, floor_us)
-
-
 def xgb_fit_predict(cfg: dict, Xtr, ytr, Xte, seed: int) -> np.ndarray:
     import xgboost as xgb
     return xgb.XGBRegressor(**cfg, random_state=seed, n_jobs=0).fit(Xtr, ytr).predict(Xte)
@@ -165,7 +157,7 @@ def variants(X, t, tr, te, cfg, pk=None) -> dict:
     at the measured peaks `pk` (peak_bench), else at the achieved ones of the training kernels."""
     pk = pk or peaks(X, t, tr, cfg["peak_quantile"])
     roof = roofline_us(X, pk, cfg["floor_us"])
-    Xr = with_roofline(X, pk, cfg["floor_us"])
+    Xr = F.with_roofline(X, pk, cfg["floor_us"])
     out = {}
     for name, XX, ratio in (("raw_features", X, False), ("roofline_features", Xr, False),
                             ("roofline_ratio_target", Xr, True)):

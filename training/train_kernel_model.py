@@ -32,7 +32,8 @@ import pandas as pd  # noqa: E402
 from kernel_model.kernel_builder import kernel_id  # noqa: E402
 from training import lookup_table  # noqa: E402
 from training.features import (META_TYPE, ROOFLINE_COLS, TYPE_COL, UNSEEN_CODE, feature_frame,  # noqa: E402
-                               feature_names, generic_feature_names, type_vocabulary, with_roofline)
+                               feature_names, generic_feature_names, read_peaks, type_vocabulary,
+                               with_roofline)
 from utils import paths  # noqa: E402
 from utils.config import base_parser, from_args, save_resolved  # noqa: E402
 from utils.errors import HaseError, run_main  # noqa: E402
@@ -222,11 +223,7 @@ def roofline_of(cfg: dict):
     path = rc.get("peaks_json") or ""
     if not path:
         return None
-    d = paths.read_json(Path(path), "peaks.json")
-    try:
-        peaks = (float(d["peak_tflops"]) * 1e6, float(d["peak_tb_per_s"]) * 1e6)
-    except (KeyError, TypeError, ValueError):
-        raise HaseError("peaks.json lacks peak_tflops/peak_tb_per_s", path)
+    peaks = read_peaks(Path(path))
     floor = rc.get("floor_us", 1.0)
     if not all(math.isfinite(v) and v > 0 for v in peaks) or isinstance(floor, bool) \
             or not isinstance(floor, (int, float)) or floor < 0:

@@ -55,7 +55,8 @@ from utils.ort_session import device_slug, make_session, provenance, resolve_dev
 
 DEFAULTS = {"device": "auto", "device_id": 0, "models": [], "sessions": 5, "warmup": 20, "profiled_runs": 10,
             "cupti_runs": 20, "budget_ms": 300.0, "min_loops": 20, "max_loops": 5000, "modes": ["e2e", "device"],
-            "cudnn_conv_algo_search": "EXHAUSTIVE", "trace_sessions": 1, "out": "timeline", "seed": 0, "threads": 0}
+            "cudnn_conv_algo_search": "EXHAUSTIVE", "trace_sessions": 1, "out": "timeline", "seed": 0, "threads": 0,
+            "keep_going": False, "model_list": ""}
 CONFIG = paths.REPO / "benchmark" / "trace_run.yaml"   # this tool's own config (collector's is config.yaml)
 RUN_MARKER = "hase_trace_run"
 BEFORE, AFTER = "(before Execute)", "(after Execute)"
@@ -420,13 +421,21 @@ def kernel_labels(model_path: Path, device: str) -> dict:
 
 
 def append_csv(path: Path, rows: list) -> None:
-    """Append rows (atomically: the whole file is rewritten through a temp file)."""
+    """Append rows. Rows with the file's columns are appended in one write (a corpus's node table grows to
+    hundreds of thousands of rows: rewriting it per model cost minutes); other columns rewrite the file
+    whole through a temp file."""
     if not rows:
         return
     new = pd.DataFrame(rows)
-    old = pd.read_csv(path) if path.exists() else None
-    df = new if old is None else pd.concat([old, new], ignore_index=True)
-    paths.atomic_write_text(path, df.to_csv(index=False))
+    if path.exists():
+        with open(path) as f:
+            header = f.readline().rstrip("\n").split(",")
+        if header == [str(c) for c in new.columns]:
+            with open(path, "a") as f:
+                f.write(new.to_csv(index=False, header=False))
+            return
+        new = pd.concat([pd.read_csv(path), new], ignore_index=True)
+    paths.atomic_write_text(path, new.to_csv(index=False))
 
 
 def done_sessions(path: Path) -> set:
@@ -451,8 +460,14 @@ def main() -> int:
     if bad:
         raise HaseError(f"config modes: unknown mode '{bad[0]}' (e2e or device)")
     device = resolve_device(cfg["device"], cfg["device_id"])
-    pats = cfg["models"] or [str(paths.models_dir() / "*.onnx")]
-    models = [m for m in paths.expand_globs(pats) if ".opt." not in m.name]
+    if cfg["model_list"]:  # a file of model paths, one a line, measured in that order
+        lp = Path(cfg["model_list"])
+        if not lp.exists():
+            raise HaseError("model_list file not found", lp)
+        models = [Path(x) for x in lp.read_text().split() if x]
+    else:
+        pats = cfg["models"] or [str(paths.models_dir() / "*.onnx")]
+        models = [m for m in paths.expand_globs(pats) if ".opt." not in m.name]
     out = paths.bench_results_dir() / device_slug(device, cfg["device_id"]) / cfg["out"]
     out.mkdir(parents=True, exist_ok=True)
     save_resolved(cfg, out, f"trace_config_{cfg['cudnn_conv_algo_search'].lower()}.json",
@@ -470,8 +485,11 @@ def main() -> int:
         for i in todo:
             try:
                 row, nodes, tl = one_session(mp, device, cfg, i, label, i < cfg["trace_sessions"], log)
-            except HaseError:
-                raise
+            except HaseError as e:
+                if not cfg["keep_going"]:
+                    raise
+                log.error("%s session %d failed: %s", mp.stem, i, e)
+                break
             except Exception as e:  # ORT/CUDA failure on this model: one line, keep going with the next
                 log.error("%s session %d failed: %s", mp.stem, i, " ".join(str(e).split())[:200])
                 break

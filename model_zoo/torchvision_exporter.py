@@ -61,9 +61,10 @@ def fill_zero_weights(model):
     return model
 
 
-def export_one(model, batch: int, res: int, opset: int, out: Path) -> None:
+def export_one(model, batch: int, res: int, opset: int, out: Path, shape=None) -> None:
+    """shape: the input's shape when it is not an image batch (an encoder's [B, S, D])."""
     import torch
-    x = torch.randn(batch, 3, res, res)
+    x = torch.randn(*(shape or (batch, 3, res, res)))
     tmp = out.with_name(out.name + ".tmp")
     # the fused MHA fast path (aten::_native_multi_head_attention) has no ONNX symbolic
     torch.backends.mha.set_fastpath_enabled(False)

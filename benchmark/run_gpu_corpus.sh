@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# GPU job (issue 22): export the corpus (model_zoo/corpus_split.yaml: training and exam architectures), make
+# the CUDA records (phase 2, RECORDS=1: one machine is enough, the graph does not depend on the machine) and
+# measure every model with benchmark/trace_run.py (CUPTI per node) in SESSIONS fresh sessions on this machine.
+# Runs long: start it detached, then poll; each poll packs what is done into $OUT (at most 8 files):
+#   source .device/activate.sh && setsid nohup bash benchmark/run_gpu_corpus.sh /tmp/job > /tmp/job.out 2>&1 &
+#   bash benchmark/gpu_corpus_wait.sh /tmp/job 540 $OUT
+# Env: SESSIONS (2), RECORDS (0|1), SPLIT (all|train|exam), WORKERS (14 export processes), RECORD_PROCS (6).
+set -uo pipefail
+JOB=${1:?job dir}; mkdir -p "$JOB"
+export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1
+T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
+M=$HASE_HOME/model_zoo/models
+quiet() { grep -vE "Warning|_warn_once|plugin EP|warnings.warn|^\s*$"; }
+{
+echo "stage machine $(el)"
+{ date -u; nvidia-smi --query-gpu=name,uuid,serial,driver_version,clocks.max.sm,pci.bus_id --format=csv;
+  lscpu | grep -E "Model name|^CPU\(s\)|NUMA node|MHz"; hostname; python3 -c "import onnxruntime as o, torch;
+import importlib; t=importlib.util.find_spec('timm'); print('ort', o.__version__, o.get_available_providers(), 'torch', torch.__version__, 'timm', __import__('timm').__version__ if t else None)"; } > "$JOB/machine.txt" 2>&1
+cat "$JOB/machine.txt"
+echo "stage export $(el)"
+python3 model_zoo/build_corpus.py --set "split=${SPLIT:-all}" --set "workers=${WORKERS:-14}" 2>&1 | grep -E "failed|done|error"
+ls "$M"/*.onnx | grep -v "\.opt\." > "$JOB/all_models.txt"
+echo "models: $(wc -l < "$JOB/all_models.txt")"
+if [ "${RECORDS:-0}" = 1 ]; then
+  echo "stage records $(el)"
+  split -n "r/${RECORD_PROCS:-6}" -d "$JOB/all_models.txt" "$JOB/rec_part_"
+  for f in "$JOB"/rec_part_*; do
+    args=(); while read -r m; do args+=(--model "$m"); done < "$f"
+    python3 ort_analysis/fusion_detector.py --device cuda "${args[@]}" > "$f.log" 2>&1 &
+  done
+  wait
+  grep -hE "error|Error" "$JOB"/rec_part_*.log | head -20
+  python3 - "$JOB" <<'PY'
+import json, lzma, sys
+from pathlib import Path
+from utils import paths
+recs = {p.name[:-len(".cuda.json")]: json.loads(p.read_text()) for p in sorted(paths.kernel_record_dir().glob("*.cuda.json"))}
+Path(sys.argv[1], "records.json.xz").write_bytes(lzma.compress(json.dumps(recs).encode()))
+print("records:", len(recs))
+PY
+fi
+echo "stage trace $(el)"
+# a seeded shuffle: if the job is cut short, every family and split is measured about equally far
+python3 -c "import random,sys; l=open(sys.argv[1]).read().split(); random.Random(0).shuffle(l); print('\n'.join(l))" \
+  "$JOB/all_models.txt" > "$JOB/trace_order.txt"
+python3 benchmark/trace_run.py --device cuda --set "model_list=$JOB/trace_order.txt" --set "sessions=${SESSIONS:-2}" \
+  --set out=corpus --set keep_going=true --set trace_sessions=0 --set warmup=5 --set profiled_runs=3 \
+  --set cupti_runs=6 --set budget_ms=60 --set min_loops=5 2>&1 | quiet
+echo "stage done $(el)"
+} 2>&1 | tee "$JOB/log.txt"
+touch "$JOB/DONE"

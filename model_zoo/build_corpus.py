@@ -1,0 +1,163 @@
+"""Phase 1b: export the corpus (model_zoo/corpus_split.yaml) to ONNX, several architectures in parallel.
+
+  python model_zoo/build_corpus.py --set split=train [--set workers=12]
+  python model_zoo/build_corpus.py --set 'archs=[vit-s3, swin-s0]' --set max_configs=1
+
+Each architecture: its configs (generator.arch_spec; a config over `max_gflop` per run gets the largest
+power-of-two batch under it), exported with opset 17, and the first config validated against PyTorch on
+the CPU EP (random weights; relative error <= tolerance). Writes model_zoo/models/<arch>_bs<B>_<H>x<W>.onnx
+and corpus_manifest.json (family, split, config, GFLOP per run, parameters, validation). Resumable: files
+already exported are kept. An architecture that fails (an exporter without a rule for one of its ops) is
+logged and listed under `failed`, and the rest go on.
+"""
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+
+from model_zoo.corpus import load_split  # noqa: E402
+from model_zoo.generator import build_model, file_stem, forward_gflop, input_shape, spec_of  # noqa: E402
+from utils import paths  # noqa: E402
+from utils.config import base_parser, from_args, save_resolved  # noqa: E402
+from utils.errors import HaseError, run_main  # noqa: E402
+from utils.logger import get_logger  # noqa: E402
+from utils.progress import progress  # noqa: E402
+
+DEFAULTS = {"split": "all", "archs": [], "workers": 1, "max_gflop": 600.0, "max_configs": 3, "opset": 17,
+            "validate": True, "tolerance": 1e-3, "seed": 0}
+MANIFEST = "corpus_manifest.json"
+
+
+def plan_configs(spec: dict, g1_of, max_gflop: float, max_configs: int) -> list:
+    """The spec's configs with each batch capped so one run stays under max_gflop (g1_of(size): GFLOP at
+    batch 1); duplicates after capping are dropped."""
+    out, seen = [], set()
+    for c in spec["configs"][:max_configs]:
+        g1 = g1_of(c["size"])
+        cap = 2 ** int(math.floor(math.log2(max_gflop / g1))) if g1 > 0 and g1 <= max_gflop else 1
+        b = max(1, min(c["batch"], cap))
+        if (b, c["size"]) not in seen:
+            seen.add((b, c["size"]))
+            out.append({"batch": b, "size": c["size"], "asked_batch": c["batch"], "gflop": round(g1 * b, 3)})
+    return out
+
+
+def export_arch(arch: str, cfg: dict, out_dir: str) -> dict:
+    """Export one architecture's configs; returns its manifest entries (or the error)."""
+    import torch
+    torch.set_num_threads(1)
+    from model_zoo.torchvision_exporter import export_one, relative_error
+    t0 = time.perf_counter()
+    try:
+        spec = spec_of(arch)
+        models, g1 = {}, {}
+
+        def model_at(size):
+            if size not in models:
+                models[size] = build_model(spec, size)
+            return models[size]
+
+        def g1_of(size):
+            if size not in g1:
+                g1[size] = forward_gflop(model_at(size), input_shape_of(spec, 1, size, model_at(size)))
+            return g1[size]
+        entries = {}
+        for i, c in enumerate(plan_configs(spec, g1_of, cfg["max_gflop"], cfg["max_configs"])):
+            model = model_at(c["size"])
+            shape = input_shape_of(spec, c["batch"], c["size"], model)
+            stem = file_stem(spec, c["batch"], c["size"])
+            out = Path(out_dir) / f"{stem}.onnx"
+            if not out.exists():
+                export_one(model, c["batch"], c["size"], cfg["opset"], out, shape=shape)
+            e = {"arch": arch, "family": spec["family"], "seed": spec["seed"], "batch": c["batch"],
+                 "size": c["size"], "asked_batch": c["asked_batch"], "input_shape": list(shape),
+                 "gflop": c["gflop"], "params_m": round(sum(p.numel() for p in model.parameters()) / 1e6, 3),
+                 "file": out.name}
+            if cfg["validate"] and i == 0:
+                e["relative_error_cpu"] = validate(model, out, shape, cfg)
+            entries[stem] = e
+        return {"arch": arch, "entries": entries, "seconds": round(time.perf_counter() - t0, 1)}
+    except Exception as ex:  # exporter/ORT/timm raise many types; each means "this architecture failed"
+        return {"arch": arch, "error": " ".join(str(ex).split())[:240], "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def input_shape_of(spec, batch, size, model) -> tuple:
+    if spec["family"] == "timm":  # timm models say their own input size
+        return (batch,) + tuple(getattr(model, "pretrained_cfg", {}).get("input_size", (3, size, size)))
+    return input_shape(spec, batch, size)
+
+
+def validate(model, onnx_path: Path, shape, cfg) -> float:
+    import torch
+    from model_zoo.torchvision_exporter import relative_error
+    from utils.ort_session import make_session
+    sess = make_session(onnx_path, "cpu", opt_level="all", threads=1)
+    x = np.random.default_rng(cfg["seed"]).standard_normal(shape, dtype=np.float32)
+    got = sess.run(None, {sess.get_inputs()[0].name: x})[0]
+    with torch.no_grad():
+        ref = model(torch.from_numpy(x)).float().numpy()
+    err = relative_error(got, ref)
+    if not np.isfinite(err) or err > cfg["tolerance"]:
+        raise HaseError(f"ORT output differs from PyTorch: relative error {err:.2e} > {cfg['tolerance']:.0e}",
+                        onnx_path)
+    return float(err)
+
+
+def main() -> int:
+    p = base_parser("Phase 1b: export the generated corpus to ONNX", "model_zoo", "corpus.yaml")
+    args = p.parse_args()
+    cfg = from_args(args, DEFAULTS)
+    log = get_logger("model_zoo", args.log_level)
+    split = load_split()
+    if cfg["archs"]:
+        archs = list(cfg["archs"])
+    elif cfg["split"] in ("train", "exam"):
+        archs = getattr(split, cfg["split"])
+    elif cfg["split"] == "all":
+        archs = split.train + split.exam
+    else:
+        raise HaseError(f"split must be train, exam or all, not '{cfg['split']}'")
+    out_dir = paths.models_dir()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    mpath = out_dir / MANIFEST
+    man = json.loads(mpath.read_text()) if mpath.exists() else {"files": {}, "failed": {}, "archs": {}}
+    log.info("exporting %d architectures with %d workers", len(archs), cfg["workers"])
+    jobs = [(a, cfg, str(out_dir)) for a in archs]
+    if cfg["workers"] > 1:
+        import multiprocessing as mp
+        pool = mp.get_context("spawn").Pool(cfg["workers"])
+        results = pool.imap_unordered(_star, jobs)
+    else:
+        pool, results = None, map(_star, jobs)
+    for r in progress(results, total=len(jobs), desc="corpus", unit="arch"):
+        a = r["arch"]
+        if "error" in r:
+            man["failed"][a] = r["error"]
+            log.warning("%s failed: %s", a, r["error"])
+            continue
+        man["failed"].pop(a, None)
+        for stem, e in r["entries"].items():
+            e["split"] = split.split_of(a)
+            man["files"][stem] = e
+        man["archs"][a] = {"family": split.family.get(a, spec_of(a)["family"]), "split": split.split_of(a),
+                           "configs": len(r["entries"]), "seconds": r["seconds"]}
+        paths.atomic_write_text(mpath, json.dumps(man, indent=1, sort_keys=True) + "\n")
+        log.info("%s ok: %d configs in %.1fs", a, len(r["entries"]), r["seconds"])
+    if pool is not None:
+        pool.close()
+    save_resolved(cfg, out_dir, "resolved_config_corpus.json")
+    log.info("done: %d architectures exported, %d failed", len(man["archs"]), len(man["failed"]))
+    return 0
+
+
+def _star(job):
+    return export_arch(*job)
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,112 @@
+"""The corpus split (model_zoo/corpus_split.yaml): which architectures train Hase's terms and which judge it.
+
+  python model_zoo/corpus.py            # the split, counted per family, and its disjointness check
+
+Library: `load_split()` -> Split (train / exam architecture lists, family of each), `Split.check()` raises if
+the two share an architecture or a (family, seed), `Split.refuse_trained(models)` is the exam scorer's guard.
+"""
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import yaml  # noqa: E402
+
+from model_zoo.generator import FAMILIES, spec_of  # noqa: E402
+from utils import paths  # noqa: E402
+from utils.errors import HaseError, run_main  # noqa: E402
+
+SPLIT_FILE = paths.REPO / "model_zoo" / "corpus_split.yaml"
+CNN_FAMILIES = {"cnn_plain", "cnn_mobile", "cnn_grouped"}
+# named models that are CNNs (for the corpus's non-CNN share); every other named model has attention or mixing
+NAMED_CNN = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide_resnet50_2", "mobilenet_v2",
+             "mobilenet_v3_small", "mobilenet_v3_large", "vgg11", "vgg16_bn", "densenet121", "densenet169",
+             "efficientnet_b0", "efficientnet_b1", "efficientnet_v2_s", "convnext_tiny", "shufflenet_v2_x1_0",
+             "shufflenet_v2_x2_0", "squeezenet1_1", "mnasnet1_0", "mnasnet0_5", "googlenet", "resnext50_32x4d",
+             "regnet_x_400mf", "timm-ghostnet_100", "timm-rexnet_100", "timm-tinynet_a", "timm-mobileone_s0"}
+
+
+@dataclass
+class Split:
+    train: list = field(default_factory=list)       # architecture names
+    exam: list = field(default_factory=list)
+    family: dict = field(default_factory=dict)      # arch -> family ('named' for named models)
+    exam_group: dict = field(default_factory=dict)  # exam arch -> 'held-out family' | 'fresh seed' | 'named'
+    held_out_families: list = field(default_factory=list)
+
+    def check(self) -> None:
+        both = set(self.train) & set(self.exam)
+        if both:
+            raise HaseError(f"architectures in both splits: {sorted(both)[:5]}", SPLIT_FILE)
+        seeds = lambda archs: {(self.family[a], spec_of(a)["seed"]) for a in archs if self.family[a] != "named"}  # noqa: E731
+        shared = seeds(self.train) & seeds(self.exam)
+        if shared:
+            raise HaseError(f"(family, seed) in both splits: {sorted(shared)[:5]}", SPLIT_FILE)
+        leaked = [a for a in self.train if self.family[a] in self.held_out_families]
+        if leaked:
+            raise HaseError(f"held-out family in the training split: {leaked[:5]}", SPLIT_FILE)
+
+    def refuse_trained(self, models) -> None:
+        """The exam scorer's guard: a model whose architecture trained a term is not an exam model."""
+        trained = sorted({paths.model_arch(m) for m in models} & set(self.train))
+        if trained:
+            raise HaseError(f"refusing to score {len(trained)} architecture(s) of the training split as exam: "
+                            f"{', '.join(trained[:5])}")
+
+    def is_cnn(self, arch: str) -> bool:
+        return self.family[arch] in CNN_FAMILIES or arch in NAMED_CNN
+
+    def split_of(self, arch: str) -> str:
+        return "train" if arch in self.train else "exam" if arch in self.exam else "outside"
+
+
+def _seeds(block: dict) -> range:
+    lo, hi = block["seeds"]
+    return range(int(lo), int(hi))
+
+
+def load_split(path=SPLIT_FILE) -> Split:
+    path = Path(path)
+    if not path.exists():
+        raise HaseError("corpus split file not found", path)
+    d = yaml.safe_load(path.read_text())
+    s = Split(held_out_families=list(d["exam"]["held_out_families"]))
+    for fam in list(d["train"]["families"]) + s.held_out_families + list(d["exam"]["fresh_seeds"]):
+        if fam not in FAMILIES:
+            raise HaseError(f"unknown family '{fam}'", path)
+    for fam, blk in d["train"]["families"].items():
+        for seed in _seeds(blk):
+            s.train.append(f"{fam}-s{seed}")
+            s.family[s.train[-1]] = fam
+    for a in d["train"]["named"]:
+        s.train.append(a)
+        s.family[a] = "named"
+    for grp, key in (("held-out family", "held_out_families"), ("fresh seed", "fresh_seeds")):
+        for fam, blk in d["exam"][key].items():
+            for seed in _seeds(blk):
+                a = f"{fam}-s{seed}"
+                s.exam.append(a)
+                s.family[a], s.exam_group[a] = fam, grp
+    for a in d["exam"]["named"]:
+        s.exam.append(a)
+        s.family[a], s.exam_group[a] = "named", "named"
+    s.check()
+    return s
+
+
+def main() -> int:
+    s = load_split()
+    from collections import Counter
+    for name, archs in (("train", s.train), ("exam", s.exam)):
+        fams = Counter(s.family[a] for a in archs)
+        print(f"{name}: {len(archs)} architectures ({sum(not s.is_cnn(a) for a in archs)} not CNNs): "
+              + ", ".join(f"{f} {n}" for f, n in sorted(fams.items())))
+    allv = s.train + s.exam
+    print(f"corpus: {len(allv)} architectures, {100 * sum(not s.is_cnn(a) for a in allv) / len(allv):.0f}% not "
+          f"CNNs; splits disjoint by architecture and (family, seed)")
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,532 @@
+"""Phase 1b: a seeded generator of model architectures across families, exported to ONNX (opset 17).
+
+  python model_zoo/generator.py --set split=train            # every training architecture, 3+ configs each
+  python model_zoo/generator.py --set 'archs=[vit-s3]' --set max_configs=1
+  python model_zoo/generator.py --set list_only=true          # print the corpus (no export)
+
+An architecture is `<family>-s<seed>` (generated) or a named torchvision (`resnet18`) or timm (`timm-<name>`)
+model. `arch_spec(family, seed)` is a pure function of the two: the same seed gives the same graph and the
+same configs on any machine. Families (each with its own parameter ranges, FAMILIES below):
+  cnn_plain    dense convs: basic/bottleneck blocks, kernel 1-7, stride, dilation
+  cnn_mobile   inverted residuals: depthwise kxk, squeeze-and-excite, channel shuffle, ReLU/HardSwish/SiLU
+  cnn_grouped  ResNeXt/RegNet bottlenecks: grouped 3x3 convs of group width 8-64, optional SE
+  vit          patch embedding + pre-norm transformer blocks (manual attention or SDPA), class token or pooling
+  swin         windowed attention on a 2-D grid, shifted windows, relative bias, patch merging
+  hybrid       conv stages then attention stages over the flattened map (MobileViT/LeViT/EfficientFormer-like)
+  mixer        MLP-Mixer (token and channel MLPs) or PoolFormer (avg-pool mixing, GroupNorm)
+  encoder      BERT-like post-norm encoder over a float input [B, S, D] (sequence 32-1024)
+Configs: batch 1 always, one batch of 4-16 and one of 32-64, each at a size the family allows; a config whose
+forward pass exceeds `max_gflop` is run at a smaller batch (so one run stays under ~30 ms on an H200).
+
+The corpus split (model_zoo/corpus_split.yaml) names the training and exam architectures; it is committed
+before any term is fitted on the corpus and `model_zoo/corpus.py` checks that the two are disjoint.
+"""
+import math
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+
+from utils import paths  # noqa: E402
+from utils.errors import HaseError  # noqa: E402
+
+CNN = ("cnn_plain", "cnn_mobile", "cnn_grouped")
+FAMILIES = ("cnn_plain", "cnn_mobile", "cnn_grouped", "vit", "swin", "hybrid", "mixer", "encoder")
+MID_BATCHES, BIG_BATCHES = (4, 8, 16), (32, 64)
+
+
+# ---------------------------------------------------------------- specs: pure functions of (family, seed)
+
+def _rng(family: str, seed: int) -> np.random.Generator:
+    # a stable per-family stream: the family's index, not Python's salted hash
+    return np.random.default_rng([FAMILIES.index(family), int(seed)])
+
+
+def _pick(r, options):
+    return options[int(r.integers(len(options)))]
+
+
+def arch_spec(family: str, seed: int) -> dict:
+    """The architecture's hyper-parameters and its configs (batch, size); deterministic."""
+    if family not in FAMILIES:
+        raise HaseError(f"unknown family '{family}' (known: {', '.join(FAMILIES)})")
+    r = _rng(family, seed)
+    s = {"family": family, "seed": int(seed), "arch": f"{family}-s{seed}"}
+    if family in CNN:
+        s.update(stem_k=_pick(r, [3, 5, 7]), stem_w=_pick(r, [16, 24, 32, 48, 64]),
+                 stages=int(r.integers(3, 6)), act=_pick(r, ["relu", "hardswish", "silu", "gelu"]),
+                 width_mult=float(_pick(r, [1.5, 2.0, 2.5])), classes=_pick(r, [10, 100, 1000]))
+        s["depths"] = [int(r.integers(1, 4)) for _ in range(s["stages"])]
+        if family == "cnn_plain":
+            s.update(block=_pick(r, ["basic", "bottleneck"]), k=_pick(r, [1, 3, 3, 5, 7]),
+                     dilate_last=bool(r.random() < 0.3))
+        elif family == "cnn_mobile":
+            s.update(k=_pick(r, [3, 5, 7]), expand=_pick(r, [2, 3, 4, 6]), se=bool(r.random() < 0.5),
+                     shuffle=bool(r.random() < 0.3))
+        else:
+            s.update(group_width=_pick(r, [8, 16, 24, 32, 48, 64]), bottleneck_ratio=_pick(r, [1, 2, 4]),
+                     se=bool(r.random() < 0.4))
+        sizes = [128, 160, 192, 224, 256, 288, 320, 384]
+    elif family == "vit":
+        heads = _pick(r, [3, 4, 6, 8, 12])
+        s.update(patch=_pick(r, [8, 14, 16, 32]), heads=heads, dim=heads * _pick(r, [32, 48, 64]),
+                 depth=int(r.integers(4, 13)), mlp_ratio=_pick(r, [2, 3, 4]), pool=_pick(r, ["cls", "mean"]),
+                 attn=_pick(r, ["manual", "sdpa"]), classes=1000)
+        sizes = [s["patch"] * n for n in (7, 8, 10, 12, 14, 16) if s["patch"] * n <= 448]
+    elif family == "swin":
+        s.update(patch=4, window=_pick(r, [4, 7, 8]), dim=_pick(r, [48, 64, 96]), stages=int(r.integers(2, 5)),
+                 head_dim=32, mlp_ratio=_pick(r, [2, 4]), shift=bool(r.random() < 0.7), classes=1000)
+        s["depths"] = [int(_pick(r, [1, 2, 2, 3])) for _ in range(s["stages"])]
+        unit = s["patch"] * s["window"] * 2 ** (s["stages"] - 1)
+        sizes = [unit * n for n in range(1, 9) if 96 <= unit * n <= 448]
+    elif family == "hybrid":
+        s.update(stem_w=_pick(r, [16, 24, 32]), conv_stages=int(r.integers(1, 4)), k=_pick(r, [3, 5]),
+                 attn_stages=int(r.integers(1, 3)), heads=_pick(r, [2, 4, 8]), head_dim=_pick(r, [16, 32]),
+                 depth=int(r.integers(1, 4)), norm=_pick(r, ["ln", "bn"]), mlp_ratio=_pick(r, [2, 4]),
+                 act=_pick(r, ["gelu", "hardswish", "silu"]), conv_pos=bool(r.random() < 0.5), classes=1000)
+        sizes = [128, 160, 192, 224, 256]
+    elif family == "mixer":
+        s.update(kind=_pick(r, ["mlp_mixer", "poolformer"]), classes=1000)
+        if s["kind"] == "mlp_mixer":
+            s.update(patch=_pick(r, [16, 32]), dim=_pick(r, [128, 256, 384, 512]), depth=int(r.integers(4, 13)),
+                     token_ratio=_pick(r, [0.5, 1.0]), channel_ratio=_pick(r, [2, 4]))
+            sizes = [s["patch"] * n for n in (7, 8, 10, 14) if s["patch"] * n <= 448]
+        else:
+            s.update(dims=[_pick(r, [32, 48, 64])], depths=[int(r.integers(1, 4)) for _ in range(4)],
+                     pool_k=_pick(r, [3, 5]), mlp_ratio=_pick(r, [2, 4]))
+            s["dims"] = [s["dims"][0] * 2 ** i for i in range(4)]
+            sizes = [128, 160, 192, 224, 256]
+    else:  # encoder
+        heads = _pick(r, [2, 4, 8, 12])
+        s.update(heads=heads, dim=heads * _pick(r, [32, 64]), depth=int(r.integers(2, 9)),
+                 ffn_ratio=_pick(r, [2, 4]), attn=_pick(r, ["manual", "sdpa"]))
+        sizes = [32, 64, 128, 256, 384, 512, 768, 1024]
+    s["configs"] = _configs(r, family, sizes)
+    return s
+
+
+def _configs(r, family: str, sizes: list) -> list:
+    """batch 1, a middle batch and a big one; a size each (sequence lengths for encoders)."""
+    picks = [(1, _pick(r, sizes)), (_pick(r, MID_BATCHES), _pick(r, sizes)), (_pick(r, BIG_BATCHES), _pick(r, sizes))]
+    return [{"batch": int(b), "size": int(z)} for b, z in picks]
+
+
+def named_spec(name: str) -> dict:
+    """A named model: torchvision by its name, timm as `timm-<name>`; configs batch 1/8/32 at 224."""
+    fam = "timm" if name.startswith("timm-") else "torchvision"
+    return {"family": fam, "arch": name, "seed": None,
+            "configs": [{"batch": 1, "size": 224}, {"batch": 8, "size": 224}, {"batch": 32, "size": 224}]}
+
+
+def spec_of(arch: str) -> dict:
+    fam, sep, seed = arch.rpartition("-s")
+    if sep and fam in FAMILIES and seed.isdigit():
+        return arch_spec(fam, int(seed))
+    return named_spec(arch)
+
+
+# ---------------------------------------------------------------- torch modules
+
+def _act(name: str):
+    import torch.nn as nn
+    return {"relu": nn.ReLU, "hardswish": nn.Hardswish, "silu": nn.SiLU, "gelu": nn.GELU}[name]()
+
+
+def _conv_bn(cin, cout, k, stride=1, groups=1, dilation=1, act="relu"):
+    import torch.nn as nn
+    pad = dilation * (k - 1) // 2
+    layers = [nn.Conv2d(cin, cout, k, stride, pad, dilation=dilation, groups=groups, bias=False),
+              nn.BatchNorm2d(cout)]
+    if act:
+        layers.append(_act(act))
+    return nn.Sequential(*layers)
+
+
+def _modules():
+    """Module classes, defined lazily so that listing specs needs no torch."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class SE(nn.Module):
+        def __init__(self, c, r=4):
+            super().__init__()
+            self.fc1, self.fc2 = nn.Conv2d(c, max(c // r, 8), 1), nn.Conv2d(max(c // r, 8), c, 1)
+
+        def forward(self, x):
+            s = F.adaptive_avg_pool2d(x, 1)
+            return x * torch.sigmoid(self.fc2(F.relu(self.fc1(s))))
+
+    class Residual(nn.Module):
+        def __init__(self, body, shortcut=None):
+            super().__init__()
+            self.body, self.shortcut = body, shortcut
+
+        def forward(self, x):
+            y = self.body(x)
+            if self.shortcut is not None:
+                return y + self.shortcut(x)
+            return y + x if y.shape == x.shape else y
+
+    class Shuffle(nn.Module):
+        def __init__(self, groups):
+            super().__init__()
+            self.g = groups
+
+        def forward(self, x):
+            b, c, h, w = x.shape
+            return x.reshape(b, self.g, c // self.g, h, w).transpose(1, 2).reshape(b, c, h, w)
+
+    class Attention(nn.Module):
+        """Multi-head self-attention over [B, N, D]; manual (MatMul/Softmax) or SDPA, optional bias."""
+        def __init__(self, dim, heads, impl="manual", bias_tokens=0):
+            super().__init__()
+            self.h, self.impl = heads, impl
+            self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+            self.scale = (dim // heads) ** -0.5
+            self.bias = nn.Parameter(torch.randn(heads, bias_tokens, bias_tokens) * 0.02) if bias_tokens else None
+
+        def forward(self, x):
+            b, n, d = x.shape
+            q, k, v = self.qkv(x).reshape(b, n, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)
+            if self.impl == "sdpa" and self.bias is None:
+                o = F.scaled_dot_product_attention(q, k, v)
+            else:
+                a = (q @ k.transpose(-2, -1)) * self.scale
+                if self.bias is not None:
+                    a = a + self.bias
+                o = a.softmax(-1) @ v
+            return self.proj(o.transpose(1, 2).reshape(b, n, d))
+
+    class Mlp(nn.Module):
+        def __init__(self, dim, hidden, act="gelu"):
+            super().__init__()
+            self.fc1, self.act, self.fc2 = nn.Linear(dim, hidden), _act(act), nn.Linear(hidden, dim)
+
+        def forward(self, x):
+            return self.fc2(self.act(self.fc1(x)))
+
+    class Block(nn.Module):
+        """Pre-norm transformer block over [B, N, D]; norm 'bn' is a BatchNorm over tokens (LeViT)."""
+        def __init__(self, dim, heads, mlp_ratio, impl="manual", norm="ln", act="gelu", bias_tokens=0):
+            super().__init__()
+            self.norm = norm
+            mk = (lambda: nn.LayerNorm(dim)) if norm == "ln" else (lambda: nn.BatchNorm1d(dim))
+            self.n1, self.n2 = mk(), mk()
+            self.attn = Attention(dim, heads, impl, bias_tokens)
+            self.mlp = Mlp(dim, int(dim * mlp_ratio), act)
+
+        def _n(self, m, x):
+            return m(x) if self.norm == "ln" else m(x.transpose(1, 2)).transpose(1, 2)
+
+        def forward(self, x):
+            x = x + self.attn(self._n(self.n1, x))
+            return x + self.mlp(self._n(self.n2, x))
+
+    class WindowBlock(nn.Module):
+        """Swin block: attention inside w x w windows of a [B, H, W, C] map, optionally shifted."""
+        def __init__(self, dim, heads, window, shift, mlp_ratio):
+            super().__init__()
+            self.w, self.shift = window, shift
+            self.n1, self.n2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+            self.attn = Attention(dim, heads, "manual", bias_tokens=window * window)
+            self.mlp = Mlp(dim, int(dim * mlp_ratio))
+
+        def forward(self, x):
+            b, h, w, c = x.shape
+            s, ws = self.shift, self.w
+            y = self.n1(x)
+            if s:
+                y = torch.roll(y, shifts=(-s, -s), dims=(1, 2))
+            y = y.reshape(b, h // ws, ws, w // ws, ws, c).permute(0, 1, 3, 2, 4, 5).reshape(-1, ws * ws, c)
+            y = self.attn(y)
+            y = y.reshape(b, h // ws, w // ws, ws, ws, c).permute(0, 1, 3, 2, 4, 5).reshape(b, h, w, c)
+            if s:
+                y = torch.roll(y, shifts=(s, s), dims=(1, 2))
+            x = x + y
+            return x + self.mlp(self.n2(x))
+
+    class PatchMerge(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.norm, self.red = nn.LayerNorm(4 * dim), nn.Linear(4 * dim, 2 * dim, bias=False)
+
+        def forward(self, x):
+            b, h, w, c = x.shape
+            x = x.reshape(b, h // 2, 2, w // 2, 2, c).permute(0, 1, 3, 4, 2, 5).reshape(b, h // 2, w // 2, 4 * c)
+            return self.red(self.norm(x))
+
+    class Tokens(nn.Module):
+        """[B, C, H, W] -> [B, HW, C], a transformer stage, -> [B, C, H, W]."""
+        def __init__(self, blocks, conv_pos=None):
+            super().__init__()
+            self.blocks, self.pos = blocks, conv_pos
+
+        def forward(self, x):
+            if self.pos is not None:
+                x = x + self.pos(x)
+            b, c, h, w = x.shape
+            t = self.blocks(x.flatten(2).transpose(1, 2))
+            return t.transpose(1, 2).reshape(b, c, h, w)
+
+    class MixerBlock(nn.Module):
+        def __init__(self, tokens, dim, token_hidden, channel_hidden):
+            super().__init__()
+            self.n1, self.n2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+            self.tok, self.ch = Mlp(tokens, token_hidden), Mlp(dim, channel_hidden)
+
+        def forward(self, x):
+            x = x + self.tok(self.n1(x).transpose(1, 2)).transpose(1, 2)
+            return x + self.ch(self.n2(x))
+
+    class PoolBlock(nn.Module):
+        def __init__(self, dim, k, mlp_ratio):
+            super().__init__()
+            self.n1, self.n2 = nn.GroupNorm(1, dim), nn.GroupNorm(1, dim)
+            self.pool = nn.AvgPool2d(k, 1, k // 2, count_include_pad=False)
+            self.fc1, self.act = nn.Conv2d(dim, dim * mlp_ratio, 1), nn.GELU()
+            self.fc2 = nn.Conv2d(dim * mlp_ratio, dim, 1)
+
+        def forward(self, x):
+            y = self.n1(x)
+            x = x + (self.pool(y) - y)
+            return x + self.fc2(self.act(self.fc1(self.n2(x))))
+
+    class EncoderLayer(nn.Module):
+        """BERT's post-norm layer."""
+        def __init__(self, dim, heads, ffn, impl):
+            super().__init__()
+            self.attn = Attention(dim, heads, impl)
+            self.n1, self.n2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+            self.ffn = Mlp(dim, ffn)
+
+        def forward(self, x):
+            x = self.n1(x + self.attn(x))
+            return self.n2(x + self.ffn(x))
+
+    return {k: v for k, v in locals().items() if isinstance(v, type)}
+
+
+def build_model(spec: dict, size: int):
+    """The torch module of a spec at an input size (ViT/Swin/Mixer/encoder sizes fix their token counts)."""
+    import torch
+    import torch.nn as nn
+    M = _modules()
+    fam = spec["family"]
+    g = torch.Generator().manual_seed(1000 * (spec["seed"] or 0) + FAMILIES.index(fam) if fam in FAMILIES else 0)
+    if fam in CNN:
+        model = _build_cnn(spec, M)
+    elif fam == "vit":
+        model = _build_vit(spec, size, M)
+    elif fam == "swin":
+        model = _build_swin(spec, size, M)
+    elif fam == "hybrid":
+        model = _build_hybrid(spec, size, M)
+    elif fam == "mixer":
+        model = _build_mixer(spec, size, M)
+    elif fam == "encoder":
+        model = _build_encoder(spec, size, M)
+    elif fam == "torchvision":
+        from model_zoo.torchvision_exporter import build_torch_model
+        return build_torch_model(spec["arch"], size)
+    else:
+        import timm
+        return timm.create_model(spec["arch"][len("timm-"):], pretrained=False).eval()
+    with torch.no_grad():  # random, non-degenerate weights and BN statistics, reproducible
+        for p in model.parameters():
+            if p.dim() >= 2:
+                p.copy_(torch.randn(p.shape, generator=g) * (1.0 / math.sqrt(max(p[0].numel(), 1))))
+        for mod in model.modules():
+            if isinstance(mod, (nn.BatchNorm1d, nn.BatchNorm2d)):
+                mod.running_mean.normal_(0, 0.1, generator=g)
+                mod.running_var.uniform_(0.5, 1.5, generator=g)
+    return model.eval()
+
+
+def _build_cnn(s, M):
+    import torch.nn as nn
+    fam, act = s["family"], s["act"]
+    layers = [_conv_bn(3, s["stem_w"], s["stem_k"], 2, act=act)]
+    c = s["stem_w"]
+    for i, d in enumerate(s["depths"]):
+        cout = int(round(c * s["width_mult"] / 8)) * 8 if i else c
+        for j in range(d):
+            stride = 2 if j == 0 and i > 0 else 1
+            dil = 2 if fam == "cnn_plain" and s["dilate_last"] and i == len(s["depths"]) - 1 and j > 0 else 1
+            cin = c if j == 0 else cout
+            short = _conv_bn(cin, cout, 1, stride, act=None) if (stride != 1 or cin != cout) else None
+            if fam == "cnn_plain":
+                k = s["k"]
+                if s["block"] == "basic":
+                    body = nn.Sequential(_conv_bn(cin, cout, k, stride, dilation=dil, act=act),
+                                         _conv_bn(cout, cout, k, 1, dilation=dil, act=None))
+                else:
+                    mid = max(cout // 4, 8)
+                    body = nn.Sequential(_conv_bn(cin, mid, 1, act=act),
+                                         _conv_bn(mid, mid, k, stride, dilation=dil, act=act),
+                                         _conv_bn(mid, cout, 1, act=None))
+                layers += [M["Residual"](body, short), _act(act)]
+            elif fam == "cnn_mobile":
+                hid = cin * s["expand"]
+                body = [_conv_bn(cin, hid, 1, act=act), _conv_bn(hid, hid, s["k"], stride, groups=hid, act=act)]
+                if s["se"]:
+                    body.append(M["SE"](hid))
+                body.append(_conv_bn(hid, cout, 1, act=None))
+                if s["shuffle"] and cout % 2 == 0:
+                    body.append(M["Shuffle"](2))
+                layers.append(M["Residual"](nn.Sequential(*body)) if stride == 1 and cin == cout
+                              else nn.Sequential(*body))
+            else:
+                mid = max(cout // s["bottleneck_ratio"], s["group_width"])
+                mid = (mid // s["group_width"]) * s["group_width"]
+                body = [_conv_bn(cin, mid, 1, act=act),
+                        _conv_bn(mid, mid, 3, stride, groups=mid // s["group_width"], act=act)]
+                if s["se"]:
+                    body.append(M["SE"](mid))
+                body.append(_conv_bn(mid, cout, 1, act=None))
+                layers += [M["Residual"](nn.Sequential(*body), short), _act(act)]
+        c = cout
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, s["classes"])]
+    return nn.Sequential(*layers)
+
+
+def _build_vit(s, size, M):
+    import torch
+    import torch.nn as nn
+
+    class ViT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            d, n = s["dim"], (size // s["patch"]) ** 2
+            self.embed = nn.Conv2d(3, d, s["patch"], s["patch"])
+            self.cls = nn.Parameter(torch.zeros(1, 1, d)) if s["pool"] == "cls" else None
+            self.pos = nn.Parameter(torch.randn(1, n + (1 if self.cls is not None else 0), d) * 0.02)
+            self.blocks = nn.Sequential(*[M["Block"](d, s["heads"], s["mlp_ratio"], s["attn"])
+                                          for _ in range(s["depth"])])
+            self.norm, self.head = nn.LayerNorm(d), nn.Linear(d, s["classes"])
+
+        def forward(self, x):
+            t = self.embed(x).flatten(2).transpose(1, 2)
+            if self.cls is not None:
+                t = torch.cat([self.cls.expand(t.shape[0], -1, -1), t], 1)
+            t = self.norm(self.blocks(t + self.pos))
+            return self.head(t[:, 0] if self.cls is not None else t.mean(1))
+    return ViT()
+
+
+def _build_swin(s, size, M):
+    import torch.nn as nn
+
+    class Swin(nn.Module):
+        def __init__(self):
+            super().__init__()
+            d, ws = s["dim"], s["window"]
+            self.embed, self.enorm = nn.Conv2d(3, d, s["patch"], s["patch"]), nn.LayerNorm(d)
+            stages, grid = [], size // s["patch"]
+            for i, depth in enumerate(s["depths"]):
+                if i:
+                    stages.append(M["PatchMerge"](d))
+                    d, grid = d * 2, grid // 2
+                w = min(ws, grid)
+                for j in range(depth):
+                    shift = w // 2 if s["shift"] and j % 2 == 1 and grid > w else 0
+                    stages.append(M["WindowBlock"](d, max(d // s["head_dim"], 1), w, shift, s["mlp_ratio"]))
+            self.stages = nn.Sequential(*stages)
+            self.norm, self.head = nn.LayerNorm(d), nn.Linear(d, s["classes"])
+
+        def forward(self, x):
+            t = self.enorm(self.embed(x).permute(0, 2, 3, 1))
+            t = self.norm(self.stages(t))
+            return self.head(t.mean((1, 2)))
+    return Swin()
+
+
+def _build_hybrid(s, size, M):
+    import torch.nn as nn
+    act = s["act"]
+    layers = [_conv_bn(3, s["stem_w"], 3, 2, act=act)]
+    c = s["stem_w"]
+    for _ in range(s["conv_stages"]):  # MobileNet-like stages, stride 2 each
+        hid = c * 4
+        layers.append(nn.Sequential(_conv_bn(c, hid, 1, act=act), _conv_bn(hid, hid, s["k"], 2, groups=hid, act=act),
+                                    _conv_bn(hid, 2 * c, 1, act=None)))
+        c *= 2
+    d = s["heads"] * s["head_dim"]
+    for i in range(s["attn_stages"]):  # downsample to the stage width, then attention over the map
+        layers.append(_conv_bn(c, d, 3, 2, act=act))
+        grid = size // 2 ** (1 + s["conv_stages"] + i + 1)
+        blocks = nn.Sequential(*[M["Block"](d, s["heads"], s["mlp_ratio"], "manual", s["norm"], act,
+                                            bias_tokens=grid * grid if s["norm"] == "bn" else 0)
+                                 for _ in range(s["depth"])])
+        pos = nn.Conv2d(d, d, 3, 1, 1, groups=d) if s["conv_pos"] else None
+        layers.append(M["Tokens"](blocks, pos))
+        c = d
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, s["classes"])]
+    return nn.Sequential(*layers)
+
+
+def _build_mixer(s, size, M):
+    import torch.nn as nn
+    if s["kind"] == "poolformer":
+        layers, c = [nn.Conv2d(3, s["dims"][0], 7, 4, 2)], s["dims"][0]
+        for i, (d, depth) in enumerate(zip(s["dims"], s["depths"])):
+            if i:
+                layers.append(nn.Conv2d(c, d, 3, 2, 1))
+            layers += [M["PoolBlock"](d, s["pool_k"], s["mlp_ratio"]) for _ in range(depth)]
+            c = d
+        layers += [nn.GroupNorm(1, c), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, s["classes"])]
+        return nn.Sequential(*layers)
+
+    class Mixer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            d, n = s["dim"], (size // s["patch"]) ** 2
+            self.embed = nn.Conv2d(3, d, s["patch"], s["patch"])
+            self.blocks = nn.Sequential(*[M["MixerBlock"](n, d, max(int(n * s["token_ratio"]), 8),
+                                                          d * s["channel_ratio"]) for _ in range(s["depth"])])
+            self.norm, self.head = nn.LayerNorm(d), nn.Linear(d, s["classes"])
+
+        def forward(self, x):
+            t = self.blocks(self.embed(x).flatten(2).transpose(1, 2))
+            return self.head(self.norm(t).mean(1))
+    return Mixer()
+
+
+def _build_encoder(s, size, M):
+    import torch
+    import torch.nn as nn
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            d = s["dim"]
+            self.pos = nn.Parameter(torch.randn(1, size, d) * 0.02)
+            self.norm = nn.LayerNorm(d)
+            self.layers = nn.Sequential(*[M["EncoderLayer"](d, s["heads"], d * s["ffn_ratio"], s["attn"])
+                                          for _ in range(s["depth"])])
+
+        def forward(self, x):
+            return self.layers(self.norm(x + self.pos))
+    return Encoder()
+
+
+def input_shape(spec: dict, batch: int, size: int) -> tuple:
+    return (batch, size, spec["dim"]) if spec["family"] == "encoder" else (batch, 3, size, size)
+
+
+def file_stem(spec: dict, batch: int, size: int) -> str:
+    """<arch>_bs<B>_<H>x<W>; an encoder's 'H x W' is sequence x width."""
+    shape = input_shape(spec, batch, size)
+    return Path(paths.model_file(spec["arch"], batch, shape[-2], shape[-1])).stem
+
+
+def forward_gflop(model, shape) -> float:
+    """FLOPs of one forward pass (torch's counter: 2 per multiply-add), in GFLOP."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+    with torch.no_grad(), FlopCounterMode(display=False) as fc:
+        model(torch.zeros(shape))
+    return fc.get_total_flops() / 1e9

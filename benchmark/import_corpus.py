@@ -1,0 +1,54 @@
+"""Bring one GPU machine's corpus job output (benchmark/gpu_corpus_wait.sh) into the repository, compact:
+trace_sessions.csv.xz as is, trace_nodes.csv.xz with the columns the fits read (4 significant digits; the
+long kernel-name lists dropped: the session's kernel_signature keeps which kernels ran), the machine's
+description, log and trace config; the CUDA records (when the job made them) as one xz JSON {model: record}.
+
+  python benchmark/import_corpus.py SRC_DIR DEST_DIR [--records-to ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz]
+"""
+import argparse
+import lzma
+import shutil
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from utils.errors import HaseError, run_main  # noqa: E402
+from utils.paths import atomic_write_bytes, atomic_write_text  # noqa: E402
+
+NODE_COLS = ["model", "session", "node", "op", "host_us", "gpu_us", "launches", "cudnn_conv_algo_search"]
+
+
+def write_xz(df: pd.DataFrame, path: Path) -> None:
+    atomic_write_bytes(path, lzma.compress(df.to_csv(index=False, float_format="%.4g").encode(), preset=9))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("src", type=Path)
+    p.add_argument("dest", type=Path)
+    p.add_argument("--records-to", type=Path, default=None)
+    a = p.parse_args()
+    for f in ("trace_sessions.csv.gz", "trace_nodes.csv.gz", "machine.txt"):
+        if not (a.src / f).exists():
+            raise HaseError(f"{f} missing (not a gpu_corpus_wait.sh output folder)", a.src)
+    a.dest.mkdir(parents=True, exist_ok=True)
+    write_xz(pd.read_csv(a.src / "trace_sessions.csv.gz"), a.dest / "trace_sessions.csv.xz")
+    write_xz(pd.read_csv(a.src / "trace_nodes.csv.gz")[NODE_COLS], a.dest / "trace_nodes.csv.xz")
+    for f in ("machine.txt", "trace_config.json"):
+        if (a.src / f).exists():
+            shutil.copyfile(a.src / f, a.dest / f)
+    if (a.src / "log.txt").exists():
+        atomic_write_text(a.dest / "log.txt", "".join(l for l in open(a.src / "log.txt") if "Fallback mode" not in l))
+    if (a.src / "corpus_manifest.json").exists():
+        atomic_write_bytes(a.dest / "corpus_manifest.json.xz",
+                           lzma.compress((a.src / "corpus_manifest.json").read_bytes(), preset=9))
+    if a.records_to and (a.src / "records.json.xz").exists():
+        shutil.copyfile(a.src / "records.json.xz", a.records_to)
+    print(f"wrote {a.dest}")
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -189,7 +189,9 @@ def prepare_record(record: dict, predictor, model: dict) -> dict:
     """Load-independent part of a prediction (kernel times at idle); cache it per model."""
     from inference.timeline_model import prepared
     kernel_ms = predictor.predict_kernels(record["kernels"], model["idle_load"])
-    prep = prepared(record, kernel_ms, model)
+    # a node model (inference/node_model.py) predicts the host dispatch per node too
+    host = predictor.predict_host_us(record["kernels"]) if hasattr(predictor, "predict_host_us") else None
+    prep = prepared(record, kernel_ms, model, node_host_us=host)
     prep["kernel_ms"] = kernel_ms
     prep["standalone_sum_ms"] = float(sum(kernel_ms.values()))
     prep["unseen_types"] = predictor.unseen_types(record["kernels"])

@@ -226,8 +226,9 @@ def load_terms(load: dict, idle_clock_mhz: float) -> dict:
 
 
 # ---- the timeline ----------------------------------------------------------------------------
-def prepared(record: dict, kernel_ms: dict, model: dict) -> dict:
-    """Everything about one analysed model that does not depend on the load (cache it)."""
+def prepared(record: dict, kernel_ms: dict, model: dict, node_host_us=None) -> dict:
+    """Everything about one analysed model that does not depend on the load (cache it). node_host_us: the host
+    dispatch per kernel where a node model predicts it (inference/node_model.py), else the host table's."""
     in_b, out_b = io_bytes(record.get("graph_inputs")), io_bytes(record.get("graph_outputs"))
     bw = model.get("bandwidth")
     cm = model.get("copies_measured")  # us per byte of session.run's own copies, from measured timelines
@@ -239,7 +240,9 @@ def prepared(record: dict, kernel_ms: dict, model: dict) -> dict:
                     "tau_us": float(cm["h2d_wait_tau_us"])}
     # GPU time: the CUPTI table where the model has one (overhead 0), else the standalone kernel times
     dev = gpu_table_us(record, model["gpu_table"]) if model.get("gpu_table") else standalone_us(record, kernel_ms)
-    return {"h": host_us(record, model["host_table"], dev if model["host_table"].get("by_key_line") else None),
+    h = (np.asarray(node_host_us, float) if node_host_us is not None
+         else host_us(record, model["host_table"], dev if model["host_table"].get("by_key_line") else None))
+    return {"h": h,
             "launch_at_start": model.get("host_semantics") == LAUNCH, "dev": dev,
             "floor": float(model["gpu_floor_frac"]), "floor_us": float(model.get("gpu_floor_us", 0.0)),
             "on_host": np.array([k.get("ep") == CPU_EP for k in record["kernels"]]),

@@ -557,7 +557,11 @@ class KernelPredictor:
         return out
 
 
-def load_predictor(model_dir) -> KernelPredictor:
+def load_predictor(model_dir):
+    """The predictor in a folder: a kernel predictor (phase 5) or a corpus node model (inference/node_model.py)."""
+    from inference.node_model import NodeModel, is_node_model
+    if is_node_model(model_dir):
+        return NodeModel.load(model_dir)
     return KernelPredictor(model_dir)
 
 

@@ -1,0 +1,183 @@
+"""Phase 7: the timeline model whose terms are learned on the corpus's training architectures (issue 22).
+
+  python inference/fit_corpus_timeline.py [--set timeline_dirs=[...]] [--set out=...]
+
+One place per physical term, each learned on the training split of model_zoo/corpus_split.yaml only (the exam
+architectures are refused here, before anything is read about them):
+  GPU time per node    inference/node_model.py: trees on the CUPTI time of every training node, in the model
+  host dispatch        the same, on each node's launch interval less CUPTI's cost per launch
+  copies, fixed cost   fit_measured_timeline.copy_terms: the input copy's rate by the wait before it, a per-node
+                       run cost, the output copy; intercepts = session.run's fixed cost
+  spread               the per-session quantiles of host and copy terms over each model's median
+The timeline itself (launches, an idle stream, overlap) is inference/timeline_model.py's, unchanged.
+
+Before the final fit, the node model is judged out of fold on the training split, grouped by architecture
+(`cv_folds`): whole-model MAPE per family of architectures the trees did not see. That is the development
+signal; the exam (inference/score_exam.py) is scored once, on the final model.
+Writes <out>/timeline_model.json, <out>/node_model/ (manifest + two xgboost models), <out>/train_cv.json.
+"""
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from graph_model.dag_critical_path import io_bytes, load_records  # noqa: E402
+from inference import timeline_model as tm  # noqa: E402
+from inference.fit_measured_timeline import (copy_terms, cupti_launch_us, labels, measured_host_table,  # noqa: E402
+                                             node_medians, read_machines, spread_factors)
+from inference.node_model import NodeModel  # noqa: E402
+from model_zoo.corpus import load_split  # noqa: E402
+from utils import paths  # noqa: E402
+from utils.config import base_parser, from_args, save_resolved  # noqa: E402
+from utils.errors import HaseError, run_main  # noqa: E402
+from utils.logger import get_logger  # noqa: E402
+from utils.metrics import accuracy  # noqa: E402
+
+DEFAULTS = {"timeline_dirs": ["benchmark/results/nvidia-h200/corpus/machine_*"],
+            "records": "ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz",
+            "load_params_from": "inference/results/nvidia-h200/interference/timeline_model.json",
+            "algo": "EXHAUSTIVE", "dispatch_bound_idle_frac": 0.5, "spread_quantiles": [0.1, 0.9],
+            "cv_folds": 5, "xgboost": {}, "out": "inference/results/nvidia-h200/corpus"}
+
+
+def training_rows(models: list, records: dict, per_node: pd.DataFrame) -> tuple:
+    """(kernels, gpu_us, host_us, model of each) for every record kernel with a measured node."""
+    idx = per_node.set_index(["model", "node"])
+    ks, g, h, owner = [], [], [], []
+    for m in models:
+        for k in records[m]["kernels"]:
+            key = (m, k["node_name"])
+            if key in idx.index:
+                row = idx.loc[key]
+                row = row.iloc[0] if isinstance(row, pd.DataFrame) else row
+                ks.append(k)
+                g.append(float(row["gpu_us"]))
+                h.append(float(row["host_plain_us"]))
+                owner.append(m)
+    return ks, np.array(g), np.array(h), np.array(owner)
+
+
+def prepare(record: dict, nm: NodeModel, model: dict) -> dict:
+    kernel_ms = nm.predict_kernels(record["kernels"])
+    prep = tm.prepared(record, kernel_ms, model, node_host_us=nm.predict_host_us(record["kernels"]))
+    prep["kernel_ms"], prep["standalone_sum_ms"] = kernel_ms, float(sum(kernel_ms.values()))
+    prep["unseen_types"] = nm.unseen_types(record["kernels"])
+    fb = nm.unseen(record["kernels"])
+    prep["fallback_share"] = float(prep["dev"][fb].sum() / prep["dev"].sum()) if prep["dev"].sum() > 0 else 0.0
+    return prep
+
+
+def predict_idle(prep: dict, params: dict, spread: dict) -> dict:
+    r = tm.with_spread(prep, params, {"u": 0.0, "clock_ratio": 1.0, "wait_us": 0.0}, spread, True)
+    return {k: v / 1e3 for k, v in r.items()}
+
+
+def main() -> int:
+    p = base_parser("Phase 7: timeline model learned on the corpus's training architectures", "inference",
+                    "corpus_timeline.yaml")
+    args = p.parse_args()
+    cfg = from_args(args, DEFAULTS)
+    log = get_logger("inference", args.log_level)
+    split = load_split()
+    q = tuple(float(x) for x in cfg["spread_quantiles"])
+    dirs = [d for d in paths.expand_globs(cfg["timeline_dirs"]) if Path(d).is_dir()]
+    sessions, nodes = read_machines(dirs)
+    sessions = sessions[sessions["cudnn_conv_algo_search"] == cfg["algo"]]
+    nodes = nodes[nodes["cudnn_conv_algo_search"] == cfg["algo"]]
+    # the training split only: exam models are dropped before any statistic is taken
+    train = sorted(m for m in sessions["model"].unique() if paths.model_arch(m) in set(split.train))
+    if not train:
+        raise HaseError("no training-split model among the measured ones", "timeline_dirs")
+    sessions = sessions[sessions["model"].isin(train)]
+    nodes = nodes[nodes["model"].isin(train)]
+    records = load_records(cfg["records"], train)
+    train = [m for m in train if m in records]
+    log.info("training split: %d models of %d architectures, %d sessions on %d machines", len(train),
+             len({paths.model_arch(m) for m in train}), len(sessions), sessions["machine"].nunique())
+
+    launch_cost = cupti_launch_us(sessions, float(cfg["dispatch_bound_idle_frac"]))
+    per_node = node_medians(nodes, launch_cost)
+    io = {m: (io_bytes(records[m].get("graph_inputs")), io_bytes(records[m].get("graph_outputs"))) for m in train}
+    ct = copy_terms(sessions, io, {m: len(records[m]["kernels"]) for m in train})
+    spread = spread_factors(sessions, q)
+    base = tm.load(Path(cfg["load_params_from"])) if cfg["load_params_from"] else None
+    model = {"host_table": measured_host_table(per_node, {m: records[m] for m in train}),
+             "host_semantics": tm.LAUNCH, "gpu_floor_frac": 0.0, "gpu_floor_us": 0.0, "standalone_overhead_us": 0.0,
+             "bandwidth": None, "idle_load": dict((base or {}).get("idle_load", {})),
+             "idle_clock_mhz": float((base or {}).get("idle_clock_mhz", 0.0)),
+             "copies_measured": {k: ct[k] for k in ("h2d_us_per_byte", "h2d_slow_us_per_byte", "h2d_wait_tau_us",
+                                                    "d2h_us_per_byte", "us_per_node")},
+             "statistic": "median", "cupti_launch_us": launch_cost, "spread": spread, "algo": cfg["algo"],
+             "spread_quantiles": list(q), "gpu_source": "node_model", "predictor_dir": "",
+             "params": dict(tm.DEFAULT_PARAMS, c0_us=ct["before_us0"] + ct["after_us0"], kappa=1.0)}
+    if base:  # the load terms are not learned on the corpus (idle only): the measured interference model's
+        model["params"].update({k: base["params"][k] for k in ("alpha", "beta_us", "clock_exp", "gamma")
+                                if k in base["params"]})
+        model["interference"] = base.get("interference", "per_launch")
+        model["load_params_from"] = str(cfg["load_params_from"])
+    lab = labels(sessions, q)
+
+    # ---- out of fold on the training split, grouped by architecture
+    ks, g, h, owner = training_rows(train, records, per_node)
+    archs = np.array([paths.model_arch(m) for m in owner])
+    cv = {}
+    if cfg["cv_folds"] and cfg["cv_folds"] > 1:
+        uniq = sorted(set(archs))
+        rng = np.random.default_rng(0)
+        fold_of = dict(zip(uniq, rng.permutation(len(uniq)) % int(cfg["cv_folds"])))
+        rows = []
+        for f in range(int(cfg["cv_folds"])):
+            tr = np.array([fold_of[a] != f for a in archs])
+            nm = NodeModel().fit([k for k, t in zip(ks, tr) if t], g[tr], h[tr], cfg["xgboost"])
+            for m in train:
+                if fold_of[paths.model_arch(m)] != f:
+                    continue
+                prep = prepare(records[m], nm, model)
+                r = predict_idle(prep, model["params"], spread)
+                rows.append({"model": m, "arch": paths.model_arch(m), "family": split.family[paths.model_arch(m)],
+                             "batch": int(m.split("_bs")[1].split("_")[0]), "pred_ms": r["central"],
+                             "e2e_ms": lab.loc[m, "e2e_ms"], "pred_gpu_us": float(prep["dev"].sum()),
+                             "pred_host_us": float(prep["h"].sum()), "fallback_share": prep["fallback_share"]})
+            log.info("out-of-fold %d/%d done", f + 1, cfg["cv_folds"])
+        d = pd.DataFrame(rows)
+        meas = sessions.assign(hp=sessions["host_sum_us"] - launch_cost * sessions["n_gpu_ops"]) \
+            .groupby("model")[["hp", "gpu_sum_us"]].median()
+        d["meas_gpu_us"] = meas.loc[d["model"], "gpu_sum_us"].to_numpy()
+        d["meas_host_us"] = meas.loc[d["model"], "hp"].to_numpy()
+        cv = {"what": f"{cfg['cv_folds']}-fold out of fold on the training split, folds by architecture",
+              "overall": accuracy(d["pred_ms"], d["e2e_ms"]),
+              "gpu_sum": accuracy(d["pred_gpu_us"], d["meas_gpu_us"]),
+              "host_sum": accuracy(d["pred_host_us"], d["meas_host_us"]),
+              "by_family": {f: accuracy(t["pred_ms"], t["e2e_ms"]) for f, t in d.groupby("family")},
+              "by_batch": {str(b): accuracy(t["pred_ms"], t["e2e_ms"]) for b, t in d.groupby("batch")}}
+        for f, v in cv["by_family"].items():
+            log.info("out of fold %-12s MAPE %.1f%% (±10%%: %.0f%%, median signed %+.1f%%)", f, v["mape_pct"],
+                     v["within_10pct"], v.get("median_signed_pct", float("nan")))
+        log.info("out of fold overall MAPE %.1f%%, ΣGPU %.1f%%, Σhost %.1f%%", cv["overall"]["mape_pct"],
+                 cv["gpu_sum"]["mape_pct"], cv["host_sum"]["mape_pct"])
+
+    # ---- final: every training node
+    nm = NodeModel().fit(ks, g, h, cfg["xgboost"])
+    out = Path(cfg["out"])
+    nm.manifest["metadata"] = {"device": "cuda", "gpu": "nvidia-h200", "train_models": len(train),
+                               "train_archs": len({paths.model_arch(m) for m in train}),
+                               "launch_cost_us": launch_cost, "source": [str(d) for d in dirs]}
+    nm.save(out / "node_model")
+    model["predictor_dir"] = paths.portable(out / "node_model")
+    model["measured"] = {"cupti_launch_us": launch_cost, "copies": ct, "spread": spread, "train_models": train,
+                         "split": str(paths.portable(paths.REPO / "model_zoo" / "corpus_split.yaml"))}
+    model["fitted"], model["at_bounds"] = [], []
+    tm.save(model, out / "timeline_model.json")
+    paths.atomic_write_text(out / "train_cv.json", json.dumps(cv, indent=1, default=float) + "\n")
+    save_resolved(cfg, out)
+    log.info("wrote %s (c0 %.1f us, CUPTI %.2f us/launch, %d training nodes)", out / "timeline_model.json",
+             model["params"]["c0_us"], launch_cost, len(ks))
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,152 @@
+"""GPU time and host dispatch per node, learned from the corpus's in-model measurements (issue 22).
+
+The kernel-space predictor (phase 5) learns standalone kernels; a node inside a model runs after other
+kernels (warm caches, no launch of its own inputs) and ORT dispatches it among others. Here both terms are
+learned where they happen: on the CUPTI GPU time and the launch-interval host time of every node of the
+corpus's training architectures (benchmark/results/<gpu>/corpus/, medians over sessions and machines).
+
+  gpu_us(node)  = expm1(trees(features))     CUPTI time of the node's kernels (0 for nodes that launch none)
+  host_us(node) = expm1(trees'(features))    plain dispatch: launch interval less CUPTI's own cost per launch
+
+Features (training/features.py's kernel features + the shape of every activation input): the op type (its code
+in the training vocabulary; -1 = unseen), FLOPs, bytes, elements, the conv geometry and the second operand of a
+MatMul (attention's q @ k^T is two activations). An op type absent from training is predicted from the generic
+features alone and counted (`unseen_types`, fallback share of predicted time).
+
+Library: NodeModel.fit(kernels, gpu_us, host_us) / .predict(kernels) / .save(dir) / NodeModel.load(dir); the
+predictor interface of training/train_kernel_model.KernelPredictor (predict_kernels, unseen_types,
+load_fields, device, manifest) so the timeline takes it where it takes a kernel predictor.
+"""
+import json
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from training.features import feature_frame, type_vocabulary, UNSEEN_CODE, TYPE_COL, META_TYPE  # noqa: E402
+from utils import paths  # noqa: E402
+from utils.errors import HaseError  # noqa: E402
+
+FORMAT = "hase.node_model/1"
+EXTRA = ["n_act_inputs", "in_rank", "out_rank", "log_act2_elems", "act2_last", "act2_prev", "out_last",
+         "log_out_lead", "on_cpu", "inserted"]
+PARAMS = {"n_estimators": 500, "max_depth": 8, "learning_rate": 0.05, "subsample": 0.8, "colsample_bytree": 0.8,
+          "min_child_weight": 2.0, "tree_method": "hist", "n_jobs": 2, "random_state": 0}
+
+
+def _shape(e) -> list:
+    s = (e or {}).get("shape") or []
+    return [int(x) if isinstance(x, (int, float)) and x > 0 else 1 for x in s]
+
+
+def extra_features(k: dict) -> dict:
+    acts = [e for e in (k.get("inputs") or []) if e and e.get("role") == "activation"]
+    a2 = _shape(acts[1]) if len(acts) > 1 else []
+    a1 = _shape(acts[0]) if acts else []
+    out = _shape((k.get("outputs") or [None])[0]) if k.get("outputs") else []
+    return {"n_act_inputs": float(len(acts)), "in_rank": float(len(a1)), "out_rank": float(len(out)),
+            "log_act2_elems": math.log1p(float(np.prod(a2))) if a2 else 0.0,
+            "act2_last": float(a2[-1]) if a2 else 0.0, "act2_prev": float(a2[-2]) if len(a2) > 1 else 0.0,
+            "out_last": float(out[-1]) if out else 0.0,
+            "log_out_lead": math.log1p(float(np.prod(out[:-1]))) if len(out) > 1 else 0.0,
+            "on_cpu": float(k.get("ep") == "CPUExecutionProvider"), "inserted": float(bool(k.get("inserted_by_ort")))}
+
+
+def features(kernels: list, type_codes: dict) -> pd.DataFrame:
+    f = feature_frame(kernels, [], type_codes)
+    x = pd.DataFrame([extra_features(k) for k in kernels], index=f.index)
+    return pd.concat([f.drop(columns=[META_TYPE]), x], axis=1), list(f[META_TYPE])
+
+
+class NodeModel:
+    """Per-node GPU and host time (us) from two tree ensembles on log1p(us)."""
+
+    def __init__(self, type_codes=None, boosters=None, manifest=None):
+        self.type_codes = type_codes or {}
+        self.boosters = boosters or {}
+        self.manifest = manifest or {"format": FORMAT, "metadata": {"device": "cuda"}}
+        self.load_fields = []          # no load features: the timeline applies the load
+        self.device = self.manifest.get("metadata", {}).get("device", "cuda")
+        self.dir = None
+
+    # ---- training
+    def fit(self, kernels: list, gpu_us, host_us, params=None):
+        import xgboost as xgb
+        self.type_codes = type_vocabulary([k["type"] for k in kernels])
+        X, _ = features(kernels, self.type_codes)
+        self.columns = list(X.columns)
+        for name, y in (("gpu", gpu_us), ("host", host_us)):
+            m = xgb.XGBRegressor(**{**PARAMS, **(params or {})})
+            m.fit(X.to_numpy(np.float32), np.log1p(np.maximum(np.asarray(y, float), 0.0)))
+            self.boosters[name] = m.get_booster()
+        self.manifest.update({"features": self.columns, "type_codes": self.type_codes, "nodes": len(kernels)})
+        return self
+
+    # ---- prediction
+    def predict(self, kernels: list) -> tuple:
+        """(gpu_us, host_us) arrays, one value per kernel."""
+        import xgboost as xgb
+        if not kernels:
+            return np.zeros(0), np.zeros(0)
+        X, _ = features(kernels, self.type_codes)
+        d = xgb.DMatrix(X[self.manifest["features"]].to_numpy(np.float32))
+        out = [np.maximum(np.expm1(self.boosters[n].predict(d)), 0.0) for n in ("gpu", "host")]
+        return out[0], out[1]
+
+    def unseen(self, kernels: list) -> np.ndarray:
+        return np.array([self.type_codes.get(k["type"], UNSEEN_CODE) == UNSEEN_CODE for k in kernels])
+
+    def unseen_types(self, kernels) -> list:
+        return sorted({k["type"] for k in kernels if k["type"] not in self.type_codes})
+
+    def predict_kernels(self, record_kernels, load=None) -> dict:
+        """{kernel id: in-model GPU ms} (the KernelPredictor interface)."""
+        g, _ = self.predict(list(record_kernels))
+        return {k.get("id", str(i)): float(v) / 1e3 for i, (k, v) in enumerate(zip(record_kernels, g))}
+
+    def predict_host_us(self, record_kernels) -> np.ndarray:
+        return self.predict(list(record_kernels))[1]
+
+    # ---- persistence: two xgboost JSON models + manifest.json
+    def save(self, out_dir) -> Path:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        for n, b in self.boosters.items():
+            tmp = out / f"{n}.ubj.tmp"
+            b.save_model(str(tmp))
+            tmp.replace(out / f"{n}.ubj")
+        paths.atomic_write_text(out / "manifest.json", json.dumps(self.manifest, indent=1) + "\n")
+        return out
+
+    @classmethod
+    def load(cls, model_dir) -> "NodeModel":
+        import xgboost as xgb
+        d = Path(model_dir)
+        man = paths.read_json(d / "manifest.json", "node model manifest")
+        if man.get("format") != FORMAT:
+            raise HaseError(f"not a node model (format {FORMAT})", d / "manifest.json")
+        boosters = {}
+        for n in ("gpu", "host"):
+            p = d / f"{n}.ubj"
+            if not p.exists():
+                raise HaseError(f"node model lacks {p.name}", d)
+            b = xgb.Booster()
+            b.load_model(str(p))
+            boosters[n] = b
+        m = cls(man["type_codes"], boosters, man)
+        m.dir = d
+        return m
+
+
+def is_node_model(model_dir) -> bool:
+    p = Path(model_dir) / "manifest.json"
+    if not p.exists():
+        return False
+    try:
+        return json.loads(p.read_text()).get("format") == FORMAT
+    except (OSError, json.JSONDecodeError):
+        return False

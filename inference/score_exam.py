@@ -1,0 +1,144 @@
+"""Phase 7: score a timeline model on the corpus's exam (issue 22), once it is final.
+
+  python inference/score_exam.py [--set timeline_model=inference/results/nvidia-h200/corpus/timeline_model.json]
+
+The exam is the `exam` split of model_zoo/corpus_split.yaml, frozen in `frozen_commit` before any term was
+fitted on the corpus: three families held out whole, a fresh-seed draw of every training family and named
+models the corpus does not contain. Each model's label is the median over every fresh session of every machine
+(benchmark/results/<gpu>/corpus/machine_*); the prediction is the model's idle timeline from its CUDA record,
+with the p10-p90 band of the model's measured host and copy spread. A timeline model fitted on any exam
+architecture is refused (its `measured.train_models`), and so is an exam list holding a training architecture.
+
+Writes <out>/summary.json: by_family.<family>.{n, mape_pct, within_10pct, median_signed_pct, in_band_pct},
+by_group (held-out family / fresh seed / named), by_batch, overall, frozen_commit, gpu_minutes, the baselines
+scored the same way; <out>/cases.csv.
+"""
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from graph_model.dag_critical_path import load_records  # noqa: E402
+from inference import timeline_model as tm  # noqa: E402
+from inference.fit_measured_timeline import labels, read_machines  # noqa: E402
+from model_zoo.corpus import load_split  # noqa: E402
+from utils import paths  # noqa: E402
+from utils.config import base_parser, from_args, save_resolved  # noqa: E402
+from utils.errors import HaseError, run_main  # noqa: E402
+from utils.logger import get_logger  # noqa: E402
+from utils.metrics import accuracy  # noqa: E402
+
+DEFAULTS = {"timeline_model": "inference/results/nvidia-h200/corpus/timeline_model.json", "predictor_dir": "",
+            "baselines": {}, "timeline_dirs": ["benchmark/results/nvidia-h200/corpus/machine_*"],
+            "records": "ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz",
+            "frozen_commit": "a02781c", "gpu_minutes": 49.0, "algo": "EXHAUSTIVE", "spread_quantiles": [0.1, 0.9],
+            "out": "inference/results/nvidia-h200/exam"}
+
+
+def score(d: pd.DataFrame, pred: str) -> dict:
+    a = accuracy(d[pred], d["e2e_ms"])
+    band = ((d["e2e_ms"] >= d[pred + "_p10"]) & (d["e2e_ms"] <= d[pred + "_p90"])).mean() * 100 \
+        if pred + "_p10" in d else float("nan")
+    return {"n": int(len(d)), "mape_pct": a["mape_pct"], "within_10pct": a["within_10pct"],
+            "median_signed_pct": float(np.median((d[pred] / d["e2e_ms"] - 1) * 100)), "in_band_pct": float(band)}
+
+
+def predictions(tl_path: str, predictor_dir: str, records: dict, models: list, split) -> dict:
+    """{model: (central, p10, p90, fallback share)} of one timeline model at idle; refuses one fitted on the exam."""
+    from inference.predict_model_latency import prepare_record
+    from training.train_kernel_model import load_predictor
+    model = tm.load(Path(tl_path))
+    seen = tm.train_archs(model) & set(split.exam)
+    if seen:
+        raise HaseError(f"this timeline model was fitted on exam architectures ({', '.join(sorted(seen)[:5])}): "
+                        f"it cannot be scored on the exam", tl_path)
+    pdir = tm.predictor_of(model, predictor_dir)
+    if pdir is None:
+        raise HaseError("the timeline model names no predictor (--set predictor_dir=...)", tl_path)
+    pred = load_predictor(pdir)
+    out = {}
+    for m in models:
+        prep = prepare_record(records[m], pred, model)
+        r = tm.with_spread(prep, model["params"], tm.load_terms(model["idle_load"], model.get("idle_clock_mhz", 0.0)),
+                           model.get("spread"), True)
+        fb = 0.0
+        if hasattr(pred, "unseen"):
+            u = pred.unseen(records[m]["kernels"])
+            fb = float(prep["dev"][u].sum() / prep["dev"].sum()) if prep["dev"].sum() > 0 else 0.0
+        out[m] = (r["central"] / 1e3, r["p10"] / 1e3, r["p90"] / 1e3, fb, " ".join(prep["unseen_types"]))
+    return out
+
+
+def main() -> int:
+    p = base_parser("Phase 7: score a timeline model on the frozen exam", "inference", "exam.yaml")
+    args = p.parse_args()
+    cfg = from_args(args, DEFAULTS)
+    log = get_logger("inference", args.log_level)
+    split = load_split()
+    q = tuple(float(x) for x in cfg["spread_quantiles"])
+    dirs = [d for d in paths.expand_globs(cfg["timeline_dirs"]) if Path(d).is_dir()]
+    sessions, _ = read_machines(dirs)
+    sessions = sessions[sessions["cudnn_conv_algo_search"] == cfg["algo"]]
+    exam = sorted(m for m in sessions["model"].unique() if paths.model_arch(m) in set(split.exam))
+    split.refuse_trained(exam)
+    if not exam:
+        raise HaseError("no exam model among the measured ones", "timeline_dirs")
+    records = load_records(cfg["records"], exam)
+    lab = labels(sessions[sessions["model"].isin(exam)], q)
+    d = pd.DataFrame({"model": exam})
+    d["arch"] = [paths.model_arch(m) for m in exam]
+    d["family"] = [split.family[a] for a in d["arch"]]
+    d["group"] = [split.exam_group[a] for a in d["arch"]]
+    d["batch"] = [int(m.split("_bs")[1].split("_")[0]) for m in exam]
+    for c in ("e2e_ms", "e2e_p10_ms", "e2e_p90_ms", "sessions", "machines"):
+        d[c] = lab.loc[exam, c].to_numpy()
+    main_pred = predictions(cfg["timeline_model"], cfg["predictor_dir"], records, exam, split)
+    d["pred_ms"] = [main_pred[m][0] for m in exam]
+    d["pred_ms_p10"] = [main_pred[m][1] for m in exam]
+    d["pred_ms_p90"] = [main_pred[m][2] for m in exam]
+    d["fallback_share"] = [main_pred[m][3] for m in exam]
+    d["unseen_types"] = [main_pred[m][4] for m in exam]
+    base_scores = {}
+    for name, b in (cfg["baselines"] or {}).items():
+        bp = predictions(b["timeline_model"], b.get("predictor_dir", ""), records, exam, split)
+        d[f"base_{name}_ms"] = [bp[m][0] for m in exam]
+        d[f"base_{name}_ms_p10"] = [bp[m][1] for m in exam]
+        d[f"base_{name}_ms_p90"] = [bp[m][2] for m in exam]
+        base_scores[name] = {"timeline_model": b["timeline_model"], "overall": score(d, f"base_{name}_ms"),
+                             "by_family": {f: score(t, f"base_{name}_ms") for f, t in d.groupby("family")},
+                             "by_batch": {str(k): score(t, f"base_{name}_ms") for k, t in d.groupby("batch")}}
+    summary = {"what": "idle session.run (numpy in/out) of the exam models against the median of every fresh session "
+                       "on every machine; the exam split was frozen before any corpus fit",
+               "timeline_model": cfg["timeline_model"], "frozen_commit": cfg["frozen_commit"],
+               "gpu_minutes": cfg["gpu_minutes"], "sessions_per_model": int(d["sessions"].median()),
+               "machines": int(d["machines"].max()), "models": int(len(d)), "architectures": int(d["arch"].nunique()),
+               "overall": score(d, "pred_ms"),
+               "by_family": {f: score(t, "pred_ms") for f, t in d.groupby("family")},
+               "by_group": {g: score(t, "pred_ms") for g, t in d.groupby("group")},
+               "by_batch": {str(k): score(t, "pred_ms") for k, t in d.groupby("batch")},
+               "fallback_share": {"max": float(d["fallback_share"].max()),
+                                  "models_over_2pct": int((d["fallback_share"] > 0.02).sum()),
+                                  "unseen_types": sorted({t for s in d["unseen_types"] for t in s.split()})},
+               "baselines": base_scores}
+    out = Path(cfg["out"])
+    out.mkdir(parents=True, exist_ok=True)
+    paths.atomic_write_text(out / "cases.csv", d.to_csv(index=False, float_format="%.5g"))
+    paths.atomic_write_text(out / "summary.json", json.dumps(summary, indent=1, default=float) + "\n")
+    save_resolved(cfg, out)
+    o = summary["overall"]
+    log.info("exam: %d models, MAPE %.1f%% (±10%%: %.0f%%, median signed %+.1f%%, in band %.0f%%)", o["n"],
+             o["mape_pct"], o["within_10pct"], o["median_signed_pct"], o["in_band_pct"])
+    for f, v in summary["by_family"].items():
+        log.info("  %-12s n=%3d MAPE %5.1f%%  ±10%% %3.0f%%  signed %+5.1f%%  band %3.0f%%", f, v["n"], v["mape_pct"],
+                 v["within_10pct"], v["median_signed_pct"], v["in_band_pct"])
+    for name, b in base_scores.items():
+        log.info("baseline %s: MAPE %.1f%%", name, b["overall"]["mape_pct"])
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)

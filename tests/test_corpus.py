@@ -1,0 +1,132 @@
+"""The corpus (issue 22): a seeded generator whose every family exports and runs on the CPU EP, an exam split
+disjoint from the training split, and a node model that names the op types it never saw."""
+import json
+import lzma
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from model_zoo import corpus  # noqa: E402
+from model_zoo.generator import FAMILIES, arch_spec, build_model, file_stem, input_shape  # noqa: E402
+from utils.errors import HaseError  # noqa: E402
+from helpers import run_script  # noqa: E402
+
+# a small seed of each family (measured GFLOP at its first config, CPU export well under a minute in all)
+SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1, "hybrid": 1, "mixer": 0,
+         "encoder": 2}
+
+
+def test_specs_are_seeded_and_reproducible():
+    for fam in FAMILIES:
+        a, b = arch_spec(fam, 7), arch_spec(fam, 7)
+        assert a == b
+        assert arch_spec(fam, 8) != a          # another seed is another architecture
+        assert len(a["configs"]) == 3 and a["configs"][0]["batch"] == 1
+    import torch
+    s = arch_spec("vit", 3)
+    m1, m2 = build_model(s, s["configs"][0]["size"]), build_model(s, s["configs"][0]["size"])
+    for (k, v1), v2 in zip(m1.state_dict().items(), m2.state_dict().values()):
+        assert torch.equal(v1, v2), k          # the same weights: the same ONNX file
+
+
+def test_every_family_exports_and_runs_on_cpu_ep(tmp_path):
+    archs = [f"{f}-s{s}" for f, s in SMALL.items()]
+    run_script([REPO / "model_zoo/build_corpus.py", "--set", f"archs=[{','.join(archs)}]", "--set", "max_configs=1",
+                "--set", "workers=1"], tmp_path)
+    man = json.loads((tmp_path / "model_zoo/models/corpus_manifest.json").read_text())
+    assert not man["failed"], man["failed"]
+    assert set(man["archs"]) == set(archs)
+    for stem, e in man["files"].items():
+        assert e["relative_error_cpu"] <= 1e-3       # validated against PyTorch
+        sess = ort.InferenceSession(str(tmp_path / "model_zoo/models" / e["file"]), providers=["CPUExecutionProvider"])
+        x = np.random.default_rng(0).standard_normal(e["input_shape"], dtype=np.float32)
+        y = sess.run(None, {sess.get_inputs()[0].name: x})[0]
+        assert np.isfinite(y).all() and y.shape[0] == e["batch"]
+        spec = arch_spec(e["family"], e["seed"])
+        assert stem == file_stem(spec, e["batch"], e["size"])
+        assert tuple(e["input_shape"]) == input_shape(spec, e["batch"], e["size"])
+
+
+def test_committed_split_is_disjoint_and_big_enough():
+    s = corpus.load_split()
+    assert not set(s.train) & set(s.exam)
+    fam_seed = lambda archs: {(s.family[a], a.rsplit("-s", 1)[1]) for a in archs if s.family[a] != "named"}  # noqa
+    assert not fam_seed(s.train) & fam_seed(s.exam)
+    for fam in s.held_out_families:
+        assert not [a for a in s.train if s.family[a] == fam]
+    allv = s.train + s.exam
+    assert len(allv) >= 120 and sum(not s.is_cnn(a) for a in allv) >= 0.4 * len(allv)
+    assert len(s.held_out_families) >= 3 and sum(g == "named" for g in s.exam_group.values()) >= 6
+
+
+def test_split_with_an_overlap_is_refused(tmp_path):
+    d = yaml.safe_load(corpus.SPLIT_FILE.read_text())
+    d["exam"]["fresh_seeds"]["vit"] = {"seeds": [3, 5]}        # vit-s3 trains
+    bad = tmp_path / "split.yaml"
+    bad.write_text(yaml.safe_dump(d))
+    with pytest.raises(HaseError, match="both splits"):
+        corpus.load_split(bad)
+    d = yaml.safe_load(corpus.SPLIT_FILE.read_text())
+    d["train"]["named"].append("swin_t")                        # an exam named model trains
+    bad.write_text(yaml.safe_dump(d))
+    with pytest.raises(HaseError, match="both splits"):
+        corpus.load_split(bad)
+
+
+def test_scorer_refuses_training_architectures():
+    s = corpus.load_split()
+    s.refuse_trained(["swin-s0_bs1_224x224", "resnet152_bs8_224x224"])     # exam models: fine
+    with pytest.raises(HaseError, match="refusing to score"):
+        s.refuse_trained(["swin-s0_bs1_224x224", "vit-s3_bs1_64x64"])
+
+
+def committed_records(n=12):
+    p = REPO / "ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz"
+    recs = json.loads(lzma.decompress(p.read_bytes()))
+    return [recs[m] for m in sorted(recs)[:n]]
+
+
+def test_node_model_names_unseen_types_and_their_share(tmp_path):
+    from inference.node_model import NodeModel
+    recs = committed_records()
+    ks = [k for r in recs for k in r["kernels"]]
+    rng = np.random.default_rng(0)
+    # a synthetic target that follows the FLOPs: the model must learn it and keep it after a save/load
+    g = np.array([1.0 + (k.get("flops") or 0) / 1e8 for k in ks])
+    h = 5.0 + rng.random(len(ks))
+    nm = NodeModel().fit(ks, g, h, {"n_estimators": 60})
+    nm.save(tmp_path / "nm")
+    nm2 = NodeModel.load(tmp_path / "nm")
+    pg, ph = nm2.predict(ks)
+    assert np.median(np.abs(pg / g - 1)) < 0.2 and np.all(ph > 3)
+    # a kernel whose type no training node had: predicted (never a crash), named, and counted
+    odd = dict(ks[0], type="NoSuchOp", op_type="NoSuchOp", id="NoSuchOp#0")
+    assert nm2.unseen_types([odd, ks[1]]) == ["NoSuchOp"]
+    assert list(nm2.unseen([odd, ks[1]])) == [True, False]
+    pg2, _ = nm2.predict([odd])
+    assert np.isfinite(pg2).all()
+    from training.train_kernel_model import load_predictor
+    assert isinstance(load_predictor(tmp_path / "nm"), NodeModel)   # found where a kernel predictor is
+
+
+def test_registry_warns_on_an_unknown_op(tmp_path):
+    """An op the registry lacks is named in a warning by phase 2 and still gets a kernel type."""
+    import onnx
+    from onnx import TensorProto, helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    g = helper.make_graph([helper.make_node("Softsign", ["x"], ["y"])], "g", [x], [y])
+    p = tmp_path / "softsign_bs1_1x4.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), p)
+    r = run_script([REPO / "ort_analysis/fusion_detector.py", "--device", "cpu", "--model", str(p)], tmp_path)
+    assert "Softsign is not in the kernel registry" in r.stderr + r.stdout
+    rec = json.loads((tmp_path / "ort_analysis/ort_kernel_record/softsign_bs1_1x4.cpu.json").read_text())
+    assert [k["op_type"] for k in rec["kernels"]] == ["Softsign"]

@@ -4,7 +4,7 @@ a GPU, model by model.
   python ort_analysis/compare_offline_cuda.py [--records R.json.xz ...] [--export] [--out DIR]
 
 Records: files {model: record} (records.json.xz, how GPU jobs bring them) or single <model>.cuda.json[.gz]
-records; default: every committed nvidia-*/records.json.xz. New GPU records are compared by pointing at them.
+records; default: every committed nvidia-*/*.json.xz. New GPU records are compared by pointing at them.
 The model files are <models_dir>/<model>.onnx (phase 1's names); `--export` exports a missing one from
 torchvision (<arch>_bs<B>_<H>x<W>, on the CPU) first.
 
@@ -30,7 +30,7 @@ from utils.config import base_parser, from_args, save_resolved  # noqa: E402
 from utils.errors import HaseError, run_main  # noqa: E402
 from utils.logger import get_logger  # noqa: E402
 
-DEFAULTS = {"records": ["ort_analysis/ort_kernel_record/nvidia-*/records.json.xz"], "models_dir": "",
+DEFAULTS = {"records": ["ort_analysis/ort_kernel_record/nvidia-*/*.json.xz"], "models_dir": "",
             "models": [],   # restrict to these record names ([] = all)
             "gpu": "nvidia-h200",  # whose timeline models predict (inference/results/<gpu>/...)
             "timeline_models": ["measured_cupti_lines", "interference"],

@@ -14,12 +14,16 @@ CUDA session does, as long as
   - no transformer that the CUDA EP has and the CPU EP has not would fire (GroupQueryAttentionFusion,
     BiasDropoutFusion: they need contrib attention ops or a Dropout that survives level 1).
 
-Neither is reproduced here; instead a record says whether the model is `claimed`: every op of the
-rewritten graph is one the CUDA EP ran in a committed GPU record (CUDA_VERIFIED_OPS_FROM), no quantize/
-dequantize nodes (their fusions differ per EP), none of the ops the CUDA-only transformers start from, and
-every activation float32 (the CPU EP casts float16 nodes it has no kernel for; the CUDA EP puts integer
-shape computations on the CPU EP). An unclaimed record lists why (`offline.unclaimed_because`); it is
-still the best offline guess, and `hase predict` says so.
+Neither is reproduced here; instead a record says whether the model is `claimed`: the installed
+onnxruntime is the version the GPU records were made with, every op of the rewritten graph is one the
+CUDA EP ran in a committed GPU record (CUDA_VERIFIED_OPS_FROM), no quantize/dequantize nodes (their
+fusions differ per EP), none of the ops the CUDA-only transformers start from, and every activation
+float32 (the CPU EP casts float16 nodes it has no kernel for; the CUDA EP puts integer shape computations
+on the CPU EP). An unclaimed record lists why (`offline.unclaimed_because`); it is still the best
+offline guess, and `predict_model_latency.py --gpu` says so.
+
+One difference is reproduced: a function op the CPU EP has no kernel for (HardSwish) is inlined by the
+CPU EP and run as one kernel by the CUDA EP; it goes through a stand-in (STAND_IN) and is put back.
 
 Shapes come, as in fusion_detector, from one profiled run of the rewritten graph (on the CPU EP here).
 The record has fusion_detector's CUDA format (device 'cuda', every kernel on CUDAExecutionProvider) plus
@@ -46,10 +50,10 @@ from utils.ort_session import provenance, session_options  # noqa: E402
 
 CUDA_EP, CPU_EP = "CUDAExecutionProvider", "CPUExecutionProvider"
 METHOD = "cpu-build session, CPU-only transformers off, stand-ins for ops the CPU EP inlines"
-VERSION = 2   # of the analysis: a cached offline record of another version is made again
+VERSION = 3   # of the analysis: a cached offline record of another version is made again
 
 # Transformers ORT registers for the CPU EP but not for the CUDA EP (graph_transformer_utils.cc; the names
-# are those the pinned build logs at verbose level: `python -m ort_analysis.offline_cuda --list-transformers`).
+# are those the pinned build logs at verbose level: `python ort_analysis/offline_cuda.py --list-transformers --model m.onnx`).
 # Level 2: the second transpose optimizer pass is bound to the CPU EP; Gemm/Conv activation fusions, the
 # integer MatMul ones and the quantized-weight ones are CPU-only. Level 3: the NCHWc and NHWC layouts and
 # Conv+Add+activation are MLAS's. Level 4: fp16 initializers folded into fp32 CPU nodes.
@@ -70,28 +74,32 @@ CUDA_ONLY_TRANSFORMERS = {
 }
 QDQ_OPS = {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger",
            "DynamicQuantizeLinear", "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "MatMulNBits"}
-# GPU records whose ops count as 'the CUDA EP runs them' (globs under the repository; new records: add them)
-CUDA_VERIFIED_OPS_FROM = ["ort_analysis/ort_kernel_record/*/records.json.xz"]
+# GPU records whose ops count as 'the CUDA EP runs them' (globs under the repository: every {model: record} xz file
+# of a GPU folder, so records a GPU job adds there count at once)
+CUDA_VERIFIED_OPS_FROM = ["ort_analysis/ort_kernel_record/*/*.json.xz"]
 
 
-def cpu_only_transformers() -> tuple:
-    return CPU_ONLY_TRANSFORMERS
+def cuda_verified_ops(sources: tuple = tuple(CUDA_VERIFIED_OPS_FROM)) -> frozenset:
+    """{(domain, op_type)} the CUDA EP ran in committed GPU records (device 'cuda', node on CUDA EP)."""
+    return gpu_record_facts(sources)[0]
 
 
 @functools.lru_cache(maxsize=None)
-def cuda_verified_ops(sources: tuple = tuple(CUDA_VERIFIED_OPS_FROM)) -> frozenset:
-    """{(domain, op_type)} the CUDA EP ran in committed GPU records (device 'cuda', node on CUDA EP)."""
-    ops = set()
+def gpu_record_facts(sources: tuple = tuple(CUDA_VERIFIED_OPS_FROM)) -> tuple:
+    """({(domain, op_type)} on the CUDA EP, {onnxruntime versions}) of the committed GPU records."""
+    ops, versions = set(), set()
     for pat in sources:
         for f in sorted(paths.REPO.glob(pat)) if not Path(pat).is_absolute() else [Path(pat)]:
             data = paths.read_json(f, "records file")
             for rec in data.values() if isinstance(data, dict) else []:
-                if not isinstance(rec, dict) or rec.get("device") != "cuda" or (rec.get("offline") or {}):
+                if not isinstance(rec, dict) or rec.get("device") != "cuda" or rec.get("offline") \
+                        or rec.get("source") == "sampled":
                     continue
+                versions.add((rec.get("provenance") or {}).get("ort_version"))
                 for k in rec.get("kernels", []):
                     if k.get("ep") == CUDA_EP:
                         ops.add((k.get("domain") or "ai.onnx", k["op_type"]))
-    return frozenset(ops)
+    return frozenset(ops), frozenset(versions - {None})
 
 
 # A function op the CPU EP has no kernel for is inlined (HardSwish -> HardSigmoid + Mul) when the graph is partitioned,
@@ -220,7 +228,10 @@ def optimize_offline(model_path, pin_dims=None, seed=0, out_dir=None, disabled=C
 def claim(parsed: dict, orig_model) -> list:
     """Reasons the offline graph may differ from the CUDA EP's ([] = claimed)."""
     why = []
-    verified = cuda_verified_ops()
+    verified, versions = gpu_record_facts()
+    if ort.__version__ not in versions:
+        why.append(f"onnxruntime {ort.__version__} here, the GPU records were made with "
+                   f"{', '.join(sorted(versions)) or 'none'}: transformers change between versions")
     unverified = sorted({f"{n['domain']}:{n['op_type']}" for n in parsed["nodes"]
                          if (n["domain"], n["op_type"]) not in verified})
     if unverified:

@@ -163,3 +163,16 @@ def test_predict_for_a_gpu_on_a_machine_without_a_cuda_ep(compared, tmp_path):
     q = run(["inference/predict_model_latency.py", "--gpu", "nvidia-h200", "--device", "cpu", "--model", onnx],
             home, check=False, cwd=REPO)
     assert q.returncode == 2 and "--gpu" in q.stderr and len(q.stderr.strip().splitlines()) == 1
+
+
+def test_another_onnxruntime_than_the_gpu_records_is_not_claimed(tmp_path, monkeypatch):
+    """Transformers change between ORT versions: an analysis with another version than the GPU records' is no claim."""
+    monkeypatch.setenv("HASE_HOME", str(tmp_path))
+    from onnx import helper
+    from ort_analysis import offline_cuda
+    f = tmp_path / "relu.onnx"
+    _tiny(f, [helper.make_node("Relu", ["x"], ["y"], name="relu")], y_shape=(1, 4, 8, 8))
+    assert offline_cuda.analyse(f)["offline"]["claimed"]   # Relu, float32, the records' version: claimed
+    monkeypatch.setattr(offline_cuda.ort, "__version__", "0.0.1")
+    rec = offline_cuda.analyse(f)
+    assert not rec["offline"]["claimed"] and "0.0.1" in rec["offline"]["unclaimed_because"][0]

@@ -47,7 +47,8 @@ def gpu_records(patterns) -> dict:
         for m, rec in recs.items():
             if rec.get("device") != "cuda" or rec.get("offline"):
                 continue
-            out[m or rec["model"]] = {**rec, "_from": str(f)}
+            where = str(f.relative_to(paths.REPO)) if f.is_relative_to(paths.REPO) else str(f)
+            out[m or rec["model"]] = {**rec, "_from": where}
     return out
 
 
@@ -208,7 +209,11 @@ def compare_all(cfg: dict, export: bool, log) -> dict:
     def share(rs, key):
         return sum(1 for r in rs if r[key]) / len(rs) if rs else None
     diffs = {t: [abs(r["prediction_ms"][t]["rel_diff"]) for r in done if t in r["prediction_ms"]] for t in tms}
+    from ort_analysis import offline_cuda
+    from utils.ort_session import provenance
     return {"what": "offline CUDA-EP analysis (ort_analysis/offline_cuda.py, CPU build) against GPU records",
+            "provenance": provenance("cpu"),
+            "analysis": {"method": offline_cuda.METHOD, "version": offline_cuda.VERSION},
             "records": cfg["records"], "models": len(rows), "compared": len(done), "claimed": len(claimed),
             "kernel_list_match": sum(1 for r in done if r["kernel_list_match"]),
             "kernel_for_kernel": sum(1 for r in done if r["kernel_for_kernel"]),

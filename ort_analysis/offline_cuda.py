@@ -52,8 +52,8 @@ CUDA_EP, CPU_EP = "CUDAExecutionProvider", "CPUExecutionProvider"
 METHOD = "cpu-build session, CPU-only transformers off, stand-ins for ops the CPU EP inlines"
 VERSION = 3   # of the analysis: a cached offline record of another version is made again
 
-# Transformers ORT registers for the CPU EP but not for the CUDA EP (graph_transformer_utils.cc; the names
-# are those the pinned build logs at verbose level: `python ort_analysis/offline_cuda.py --list-transformers --model m.onnx`).
+# Transformers ORT registers for the CPU EP but not for the CUDA EP (graph_transformer_utils.cc; the names are
+# those the pinned build logs at verbose level: `python ort_analysis/offline_cuda.py --list-transformers --model m`).
 # Level 2: the second transpose optimizer pass is bound to the CPU EP; Gemm/Conv activation fusions, the
 # integer MatMul ones and the quantized-weight ones are CPU-only. Level 3: the NCHWc and NHWC layouts and
 # Conv+Add+activation are MLAS's. Level 4: fp16 initializers folded into fp32 CPU nodes.

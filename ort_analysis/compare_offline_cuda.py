@@ -5,8 +5,9 @@ a GPU, model by model.
 
 Records: files {model: record} (records.json.xz, how GPU jobs bring them) or single <model>.cuda.json[.gz]
 records; default: every committed nvidia-*/*.json.xz. New GPU records are compared by pointing at them.
-The model files are <models_dir>/<model>.onnx (phase 1's names); `--export` exports a missing one from
-torchvision (<arch>_bs<B>_<H>x<W>, on the CPU) first.
+The model files are <models_dir>/<model>.onnx (phase 1's and model_zoo/build_corpus.py's names); `--export`
+exports a missing torchvision one (<arch>_bs<B>_<H>x<W>, on the CPU) first; a model without a file is reported as
+not compared.
 
 Per model:
   kernel list   the kernel types in ORT's order and their counts (the GPU record's against the offline one's)
@@ -187,7 +188,11 @@ def compare_all(cfg: dict, export: bool, log) -> dict:
     rows = {}
     for name in progress(sorted(recs), desc="compare", unit="model"):
         gpu = recs[name]
-        f = model_file(models_dir, name, export, log)
+        try:
+            f = model_file(models_dir, name, export, log)
+        except HaseError as e:   # not a torchvision name (a generated corpus model): its file must be there
+            rows[name] = {"compared": False, "why": f"no model file and cannot export it: {e}"}
+            continue
         if not f.exists():
             rows[name] = {"compared": False, "why": f"no model file {f} (--export makes it)"}
             continue

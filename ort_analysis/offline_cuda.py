@@ -17,10 +17,11 @@ CUDA session does, as long as
 Neither is reproduced here; instead a record says whether the model is `claimed`: the installed
 onnxruntime is the version the GPU records were made with, every op of the rewritten graph is one the
 CUDA EP ran in a committed GPU record (CUDA_VERIFIED_OPS_FROM), no quantize/dequantize nodes (their
-fusions differ per EP), none of the ops the CUDA-only transformers start from, and every activation
-float32 (the CPU EP casts float16 nodes it has no kernel for; the CUDA EP puts integer shape computations
-on the CPU EP). An unclaimed record lists why (`offline.unclaimed_because`); it is still the best
-offline guess, and `predict_model_latency.py --gpu` says so.
+fusions differ per EP), none of the ops the CUDA-only transformers start from, no float16/bfloat16 (the
+CPU EP casts nodes it has no kernel for) and no shape computed in the graph (the CUDA EP reads shapes,
+axes and sizes from host memory and puts the nodes computing them on the CPU EP with Memcpy nodes). An
+unclaimed record lists why (`offline.unclaimed_because`); it is still the best offline guess, and
+`predict_model_latency.py --gpu` says so.
 
 One difference is reproduced: a function op the CPU EP has no kernel for (HardSwish) is inlined by the
 CPU EP and run as one kernel by the CUDA EP; it goes through a stand-in (STAND_IN) and is put back.
@@ -50,7 +51,7 @@ from utils.ort_session import provenance, session_options  # noqa: E402
 
 CUDA_EP, CPU_EP = "CUDAExecutionProvider", "CPUExecutionProvider"
 METHOD = "cpu-build session, CPU-only transformers off, stand-ins for ops the CPU EP inlines"
-VERSION = 3   # of the analysis: a cached offline record of another version is made again
+VERSION = 4   # of the analysis: a cached offline record of another version is made again
 
 # Transformers ORT registers for the CPU EP but not for the CUDA EP (graph_transformer_utils.cc; the names are
 # those the pinned build logs at verbose level: `python ort_analysis/offline_cuda.py --list-transformers --model m`).
@@ -72,6 +73,12 @@ CUDA_ONLY_TRANSFORMERS = {
     "GroupQueryAttentionPreNormFusion": {"GroupQueryAttention"},
     "BiasDropoutFusion": {"Dropout", "BitmaskDropout"},
 }
+LOW_PRECISION = {"float16", "bfloat16"}
+# inputs the CUDA EP's kernels read from host memory (shapes, axes, sizes, pads, scales)
+HOST_INPUTS = {"Reshape": (1,), "Expand": (1,), "Tile": (1,), "Slice": (1, 2, 3, 4), "Squeeze": (1,), "Unsqueeze": (1,),
+               "Pad": (1, 2, 3), "Resize": (1, 2, 3), "Upsample": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2),
+               "TopK": (1,), "Split": (1,), "OneHot": (1,), "ReduceSum": (1,), "ReduceMean": (1,), "ReduceMax": (1,),
+               "ReduceMin": (1,), "ReduceProd": (1,), "ReduceL2": (1,), "CenterCropPad": (1,)}
 QDQ_OPS = {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger",
            "DynamicQuantizeLinear", "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "MatMulNBits"}
 # GPU records whose ops count as 'the CUDA EP runs them' (globs under the repository: every {model: record} xz file
@@ -237,14 +244,22 @@ def claim(parsed: dict, orig_model) -> list:
     if unverified:
         why.append("ops no committed GPU record shows on the CUDA EP (a CPU fallback with Memcpy nodes is not "
                    "modelled): " + ", ".join(unverified))
-    # activations other than float32: float16 ones get Casts on the CPU EP that the CUDA EP does not insert;
-    # integer ones are shape/index computations the CUDA EP may put on the CPU EP (its CPU-preferred nodes) with
-    # Memcpy nodes around them
-    dtypes = {e["dtype"] for n in parsed["nodes"] for e in [x for x in n["inputs"] if x and x.get("role") ==
-                                                             "activation"] + n["outputs"] if e.get("dtype")}
-    if dtypes - {"float32"}:
-        why.append("activations other than float32 (" + ", ".join(sorted(dtypes - {"float32"})) + "): Casts for "
-                   "float16 and CPU placement of shape/index computations differ between the EPs")
+    # reduced-precision floats: the CPU EP casts the nodes it has no float16 kernel for, the CUDA EP does not
+    low = {e["dtype"] for n in parsed["nodes"] for e in list(n["inputs"]) + n["outputs"]
+           if e and e.get("dtype") in LOW_PRECISION}
+    if low:
+        why.append("float tensors other than float32 (" + ", ".join(sorted(low)) + "): the CPU EP inserts Casts "
+                   "the CUDA EP does not")
+    # a shape the graph computes: the CUDA EP reads it from host memory, so it puts the nodes computing it on the
+    # CPU EP (its CPU-preferred nodes) with Memcpy nodes around them
+    made = {o["name"] for n in parsed["nodes"] for o in n["outputs"]}
+    host = sorted({f"{n['op_type']} input {i}" for n in parsed["nodes"] if n["domain"] == "ai.onnx"
+                   for i in HOST_INPUTS.get(n["op_type"], ()) if i < len(n["inputs"]) and n["inputs"][i]
+                   and n["inputs"][i]["name"] in made} |
+                  {n["op_type"] for n in parsed["nodes"] if n["op_type"] in ("Shape", "Size")})
+    if host:
+        why.append("shapes computed in the graph (" + ", ".join(host) + "): the CUDA EP runs their producers on the "
+                   "CPU EP with Memcpy nodes, which is not modelled")
     orig_ops = {n.op_type for n in orig_model.graph.node}
     opt_ops = {n["op_type"] for n in parsed["nodes"]}
     if (orig_ops | opt_ops) & QDQ_OPS:

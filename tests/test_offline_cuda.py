@@ -117,17 +117,38 @@ def test_ops_never_seen_on_cuda_are_not_claimed(tmp_path, monkeypatch):
     assert [k["type"] for k in rec["kernels"]] == ["Relu", "Resize"]
 
 
-def test_integer_activations_are_not_claimed(tmp_path, monkeypatch):
-    """An int64 activation (shape/index computation) may run on the CPU EP under the CUDA EP: not claimed."""
-    from onnx import TensorProto, helper
+def test_a_shape_computed_in_the_graph_is_not_claimed_an_integer_data_path_is(tmp_path, monkeypatch):
+    """The CUDA EP reads a Reshape's shape from host memory: a node computing it runs on the CPU EP, with copies,
+    which is not modelled, so not claimed. Integer indices on the data path (Gather) stay on the GPU: claimed."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
     monkeypatch.setenv("HASE_HOME", str(tmp_path))
     from ort_analysis import offline_cuda
-    f = tmp_path / "argmax.onnx"
-    _tiny(f, [helper.make_node("ArgMax", ["x"], ["y"], name="am", axis=1, keepdims=1)],
-          y_shape=(1, 1, 8, 8), y_type=TensorProto.INT64)
+
+    def save(path, nodes, inputs, out, inits=()):
+        m = helper.make_model(helper.make_graph(nodes, "t", inputs, [out], list(inits)),
+                              opset_imports=[helper.make_opsetid("", 17)])
+        m.ir_version = 8
+        onnx.save(m, str(path))
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])
+    n = helper.make_tensor_value_info("n", TensorProto.INT64, [4])
+    zero = numpy_helper.from_array(np.zeros(4, np.int64), "zero")
+    f = tmp_path / "computed_shape.onnx"
+    save(f, [helper.make_node("Add", ["n", "zero"], ["s"], name="shape_add"),   # the dummy feed is 0: keep dims
+             helper.make_node("Reshape", ["x", "s"], ["y"], name="reshape")],
+         [x, n], helper.make_tensor_value_info("y", TensorProto.FLOAT, None), [zero])
     rec = offline_cuda.analyse(f)
     assert not rec["offline"]["claimed"]
-    assert any("int64" in w for w in rec["offline"]["unclaimed_because"])
+    assert any("Reshape input 1" in w for w in rec["offline"]["unclaimed_because"]), rec["offline"]
+    table = helper.make_tensor_value_info("t", TensorProto.FLOAT, [10, 4])
+    idx = helper.make_tensor_value_info("i", TensorProto.INT64, [3])
+    g = tmp_path / "gather.onnx"
+    save(g, [helper.make_node("Gather", ["t", "i"], ["y"], name="gather", axis=0)], [table, idx],
+         helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4]))
+    rec = offline_cuda.analyse(g)
+    assert rec["offline"]["claimed"], rec["offline"]["unclaimed_because"]
+    assert [k["type"] for k in rec["kernels"]] == ["Gather"]
 
 
 def test_predict_for_a_gpu_on_a_machine_without_a_cuda_ep(compared, tmp_path):

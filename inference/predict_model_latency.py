@@ -198,17 +198,25 @@ def prepare_record(record: dict, predictor, model: dict) -> dict:
     return prep
 
 
-def analyse(model_path: Path, device: str, cfg: dict) -> dict:
-    """Phase 2 record of the model for the target EP (cached by file name, size and mtime)."""
+def analyse(model_path: Path, device: str, cfg: dict, offline: bool = False) -> dict:
+    """Phase 2 record of the model for the target EP (cached by file name, size and mtime). offline: the CUDA EP's
+    graph reproduced with the CPU build (ort_analysis/offline_cuda.py), for a machine without a CUDA EP."""
+    from ort_analysis import offline_cuda
     from ort_analysis.fusion_detector import build_record, record_path
-    rp = record_path(model_path.stem, device)
+    rp = offline_cuda.record_path(model_path.stem) if offline else record_path(model_path.stem, device)
     st = model_path.stat()
     key = f"{model_path.resolve()}:{st.st_size}:{int(st.st_mtime)}"
+    if offline:
+        key += f":{offline_cuda.METHOD}:{offline_cuda.VERSION}"
     if rp.exists():
         rec = json.loads(rp.read_text())
         if rec.get("cache_key") == key:
             return rec
-    rec = build_record(model_path, device, {"pin_dims": cfg["pin_dims"], "seed": cfg["seed"], "keep_small_values": 64})
+    if offline:
+        rec = offline_cuda.analyse(model_path, cfg["pin_dims"], cfg["seed"])
+    else:
+        rec = build_record(model_path, device, {"pin_dims": cfg["pin_dims"], "seed": cfg["seed"],
+                                                "keep_small_values": 64})
     rec["cache_key"] = key
     paths.atomic_write_text(rp, json.dumps(rec, indent=1) + "\n")
     return rec
@@ -339,13 +347,25 @@ def main() -> int:
     p.add_argument("--metrics-file", type=Path, help="JSON {DCGM field: value} of the current background load")
     p.add_argument("--json", type=Path, help="write the prediction and per-kernel breakdown here")
     p.add_argument("--trace", type=Path, help="write the predicted timeline as a Chrome trace here")
+    p.add_argument("--gpu", help="predict for this GPU (its folder name, e.g. nvidia-h200: inference/results/<gpu>/, "
+                                 "training/models/<gpu>) on the CUDA EP; on a machine without a CUDA EP the CUDA "
+                                 "EP's graph is reproduced offline (ort_analysis/offline_cuda.py), and it says so")
     args = p.parse_args()
     cfg = from_args(args, DEFAULTS)
     log = get_logger("inference", args.log_level)
     if not args.model.is_file():  # before any load is sampled: that can take seconds or need a server
         raise HaseError("file not found" if not args.model.exists() else "not a file", args.model)
-    device = resolve_device(cfg["device"])
-    slug = device_slug(device)
+    offline, offline_why = False, None
+    if args.gpu:
+        from utils.ort_session import cuda_probe
+        if args.device == "cpu":
+            raise HaseError("--gpu predicts for the CUDA EP; it cannot go with --device cpu")
+        device, slug = "cuda", args.gpu
+        ok, offline_why = cuda_probe()
+        offline = not ok
+    else:
+        device = resolve_device(cfg["device"])
+        slug = device_slug(device)
     from inference import timeline_model as tm
     from training.train_kernel_model import load_predictor
     model, mpath = load_timeline_model(cfg, slug)
@@ -356,15 +376,32 @@ def main() -> int:
     options = session_options(cfg)
     # the predictor's load features and what the timeline itself reads (a kernel-space predictor has none)
     fields = list(dict.fromkeys([f[len(BG):] for f in predictor.load_fields] + tm.load_fields_of(model, device)))
-    load, src, wait_info, wait_warning = current_load(cfg, device, fields, args.metrics_file)
+    if offline:
+        log.warning("no CUDA EP on this machine (%s): the CUDA EP's graph for %s is reproduced offline with the "
+                    "CPU build of onnxruntime (ort_analysis/offline_cuda.py)", offline_why, slug)
+    if offline and not args.metrics_file and not cfg["prometheus"]["url"]:
+        # the target GPU is not here: nothing to sample; its timeline model's idle load stands for it
+        if model is None:
+            raise HaseError(f"no load source for {slug} (--metrics-file or prometheus.url) and no timeline model "
+                            f"with an idle load", mpath)
+        load, src = dict(model["idle_load"]), f"idle (no {slug} here to sample: the timeline model's idle load)"
+        wait_info, wait_warning = {"wait_source": DCGM_ONLY}, None
+        log.warning("no load source for %s (--metrics-file or prometheus.url): predicting at idle", slug)
+    else:
+        load, src, wait_info, wait_warning = current_load(cfg, device, fields, args.metrics_file)
     if wait_warning:
         log.warning("%s", wait_warning)
     if model and model.get("threads"):
         log.info("the timeline model is for sessions with %s intra-op threads (ORT's intra_op_num_threads)",
                  model["threads"])
     t0 = time.perf_counter()
-    record = analyse(args.model, device, cfg)
+    record = analyse(args.model, device, cfg, offline=offline)
     t1 = time.perf_counter()
+    if offline:
+        o = record["offline"]
+        log.warning("offline analysis: %s", "claimed (its ops seen on the CUDA EP in GPU records, float32, no "
+                    "CUDA-only rewrite)" if o["claimed"] else
+                    "NOT claimed, the CUDA EP may run another graph: " + "; ".join(o["unclaimed_because"]))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         res = predict_record(record, predictor, load, model, options)
@@ -381,7 +418,12 @@ def main() -> int:
                 "predict_warm_s": time.perf_counter() - t2,
                 "analyse_s": t1 - t0,
                 "predictor_dir": str(pdir), "timeline_model": str(mpath) if model else None,
-                "intra_op_threads": (model or {}).get("threads")})
+                "intra_op_threads": (model or {}).get("threads"), "gpu": slug,
+                "analysis": ({"offline": True, "why": offline_why, **{k: record["offline"][k] for k in
+                              ("method", "claimed", "unclaimed_because")}} if offline else {"offline": False})})
+    if offline:
+        print(f"# {slug}, CUDA EP: graph analysed offline (no CUDA EP here; ort_analysis/offline_cuda.py, "
+              f"{'claimed' if record['offline']['claimed'] else 'NOT claimed'})")
     print(format_prediction(res, cfg["top_kernels"]))
     if args.trace:
         if model is None:

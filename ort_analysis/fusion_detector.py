@@ -270,10 +270,15 @@ def signature(k: dict) -> str:
     return f"{shape}_{hashlib.sha1(key.encode()).hexdigest()[:8]}"
 
 
-def build_record(model_path, device: str, cfg: dict, log=None) -> dict:
+def build_record(model_path, device: str, cfg: dict, log=None, optimizer=None, ep_of_node=None) -> dict:
+    """optimizer(model_path, cfg) -> (optimized path, per-node runtime info): ORT's session for `device` by
+    default (offline_cuda passes its CPU-build rewrite); ep_of_node(parsed node) -> the EP to record."""
     model_path = Path(model_path)
     orig = load_model(model_path, load_weights=False)
-    opt_path, info = optimize(model_path, device, cfg["pin_dims"], cfg["seed"])
+    if optimizer is None:
+        opt_path, info = optimize(model_path, device, cfg["pin_dims"], cfg["seed"])
+    else:
+        opt_path, info = optimizer(model_path, cfg)
     parsed = parse_graph(opt_path, info, cfg["keep_small_values"])
     sources = map_sources(parsed["nodes"], orig)
     counters, kernels, producer_of = Counter(), [], {}
@@ -286,8 +291,9 @@ def build_record(model_path, device: str, cfg: dict, log=None) -> dict:
         counters[ktype] += 1
         parts = set(ktype.split("_"))
         read, written = kernel_bytes(n["inputs"], n["outputs"])
+        ep = (ep_of_node(n) if ep_of_node else n["ep"]) or default_ep
         k = {"id": kid, "type": ktype, "category": spec(n["op_type"]).category, "op_type": n["op_type"],
-             "domain": n["domain"], "node_name": n["name"], "ep": n["ep"] or default_ep,
+             "domain": n["domain"], "node_name": n["name"], "ep": ep,
              "attributes": n["attributes"], "inputs": n["inputs"], "outputs": n["outputs"],
              "weight_shapes": [e["shape"] for e in n["inputs"] if e and e["role"] == "weight"],
              "flops": kernel_flops(n["op_type"], ktype, n["attributes"], n["inputs"], n["outputs"]),

@@ -1,0 +1,361 @@
+"""Phase 2 for the CUDA EP on a machine without a GPU: the kernel record ORT's CUDA EP would make of a
+model (ORT_ENABLE_ALL), made with the CPU build of onnxruntime.
+
+  python ort_analysis/offline_cuda.py --model m.onnx [--out rec.json]
+
+How: ORT registers its graph transformers per EP (onnxruntime/core/optimizer/graph_transformer_utils.cc).
+The level-1 ones run before the nodes are given to an EP, so they do the same on both; at levels 2-3 each
+transformer names the EPs whose nodes it may rewrite. So a CPU-EP session in which the transformers that
+the CPU EP has and the CUDA EP has not are switched off (`disabled_optimizers`) rewrites the graph as a
+CUDA session does, as long as
+
+  - every node would run on the CUDA EP (ORT puts a node the CUDA EP has no kernel for on the CPU EP and
+    inserts MemcpyFromHost/MemcpyToHost around it), and
+  - no transformer that the CUDA EP has and the CPU EP has not would fire (GroupQueryAttentionFusion,
+    BiasDropoutFusion: they need contrib attention ops or a Dropout that survives level 1).
+
+Neither is reproduced here; instead a record says whether the model is `claimed`: the installed
+onnxruntime is the version the GPU records were made with, every op of the rewritten graph is one the
+CUDA EP ran in a committed GPU record (CUDA_VERIFIED_OPS_FROM), no quantize/dequantize nodes (their
+fusions differ per EP), none of the ops the CUDA-only transformers start from, no float16/bfloat16 (the
+CPU EP casts nodes it has no kernel for) and no shape computed in the graph (the CUDA EP reads shapes,
+axes and sizes from host memory and puts the nodes computing them on the CPU EP with Memcpy nodes). An
+unclaimed record lists why (`offline.unclaimed_because`); it is still the best offline guess, and
+`predict_model_latency.py --gpu` says so.
+
+One difference is reproduced: a function op the CPU EP has no kernel for (HardSwish) is inlined by the
+CPU EP and run as one kernel by the CUDA EP; it goes through a stand-in (STAND_IN) and is put back.
+
+Shapes come, as in fusion_detector, from one profiled run of the rewritten graph (on the CPU EP here).
+The record has fusion_detector's CUDA format (device 'cuda', every kernel on CUDAExecutionProvider) plus
+`offline` (how it was made, the transformers switched off, the claim) and `provenance.offline: true`.
+`ort_analysis/compare_offline_cuda.py` checks it against the records made on the GPU.
+"""
+import functools
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import onnxruntime as ort  # noqa: E402
+
+from ort_analysis.ort_graph_parser import DEFAULTS, _profile_nodes, parse_graph  # noqa: E402
+from utils import paths  # noqa: E402
+from utils.config import base_parser, from_args  # noqa: E402
+from utils.errors import HaseError, run_main  # noqa: E402
+from utils.logger import get_logger  # noqa: E402
+from utils.onnx_io import check_static, dummy_feed, load_model  # noqa: E402
+from utils.ort_session import provenance, session_options  # noqa: E402
+
+CUDA_EP, CPU_EP = "CUDAExecutionProvider", "CPUExecutionProvider"
+METHOD = "cpu-build session, CPU-only transformers off, stand-ins for ops the CPU EP inlines"
+VERSION = 4   # of the analysis: a cached offline record of another version is made again
+
+# Transformers ORT registers for the CPU EP but not for the CUDA EP (graph_transformer_utils.cc; the names are
+# those the pinned build logs at verbose level: `python ort_analysis/offline_cuda.py --list-transformers --model m`).
+# Level 2: the second transpose optimizer pass is bound to the CPU EP; Gemm/Conv activation fusions, the
+# integer MatMul ones and the quantized-weight ones are CPU-only. Level 3: the NCHWc and NHWC layouts and
+# Conv+Add+activation are MLAS's. Level 4: fp16 initializers folded into fp32 CPU nodes.
+CPU_ONLY_TRANSFORMERS = (
+    "TransposeOptimizer_CPUExecutionProvider",
+    "QDQS8ToU8Transformer", "QDQSelectorActionTransformer", "Avx2WeightS8ToU8Transformer",
+    "GemmActivationFusion", "MatMulIntegerToFloatFusion", "DynamicQuantizeMatMulFusion",
+    "ConvActivationFusion", "MatMulNBitsFusion",
+    "NchwcTransformer", "NhwcTransformer", "ConvAddActivationFusion",
+    "FuseFp16InitializerToFp32NodeTransformer",
+)
+# Transformers the CUDA EP has and the CPU EP has not: they never fire in a CPU session, so a model they
+# would rewrite is not claimed. The ops they start from (after level 1):
+CUDA_ONLY_TRANSFORMERS = {
+    "GroupQueryAttentionFusion": {"GroupQueryAttention", "MultiHeadAttention", "RotaryEmbedding", "MatMulNBits"},
+    "GroupQueryAttentionPreNormFusion": {"GroupQueryAttention"},
+    "BiasDropoutFusion": {"Dropout", "BitmaskDropout"},
+}
+LOW_PRECISION = {"float16", "bfloat16"}
+# inputs the CUDA EP's kernels read from host memory (shapes, axes, sizes, pads, scales)
+HOST_INPUTS = {"Reshape": (1,), "Expand": (1,), "Tile": (1,), "Slice": (1, 2, 3, 4), "Squeeze": (1,), "Unsqueeze": (1,),
+               "Pad": (1, 2, 3), "Resize": (1, 2, 3), "Upsample": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2),
+               "TopK": (1,), "Split": (1,), "OneHot": (1,), "ReduceSum": (1,), "ReduceMean": (1,), "ReduceMax": (1,),
+               "ReduceMin": (1,), "ReduceProd": (1,), "ReduceL2": (1,), "CenterCropPad": (1,)}
+QDQ_OPS = {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger",
+           "DynamicQuantizeLinear", "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "MatMulNBits"}
+# GPU records whose ops count as 'the CUDA EP runs them' (globs under the repository: every {model: record} xz file
+# of a GPU folder, so records a GPU job adds there count at once)
+CUDA_VERIFIED_OPS_FROM = ["ort_analysis/ort_kernel_record/*/*.json.xz"]
+
+
+def cuda_verified_ops(sources: tuple = tuple(CUDA_VERIFIED_OPS_FROM)) -> frozenset:
+    """{(domain, op_type)} the CUDA EP ran in committed GPU records (device 'cuda', node on CUDA EP)."""
+    return gpu_record_facts(sources)[0]
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_record_facts(sources: tuple = tuple(CUDA_VERIFIED_OPS_FROM)) -> tuple:
+    """({(domain, op_type)} on the CUDA EP, {onnxruntime versions}) of the committed GPU records."""
+    ops, versions = set(), set()
+    for pat in sources:
+        for f in sorted(paths.REPO.glob(pat)) if not Path(pat).is_absolute() else [Path(pat)]:
+            data = paths.read_json(f, "records file")
+            for rec in data.values() if isinstance(data, dict) else []:
+                if not isinstance(rec, dict) or rec.get("device") != "cuda" or rec.get("offline") \
+                        or rec.get("source") == "sampled":
+                    continue
+                versions.add((rec.get("provenance") or {}).get("ort_version"))
+                for k in rec.get("kernels", []):
+                    if k.get("ep") == CUDA_EP:
+                        ops.add((k.get("domain") or "ai.onnx", k["op_type"]))
+    return frozenset(ops), frozenset(versions - {None})
+
+
+# A function op the CPU EP has no kernel for is inlined (HardSwish -> HardSigmoid + Mul) when the graph is partitioned,
+# after level 1; the CUDA EP runs it as one kernel. Offline, such a unary op is swapped for a stand-in the CPU EP has
+# a kernel for and that ORT's transformers treat alike (an elementwise unary op the transpose optimizer pushes
+# through and no fusion starts from), and swapped back in the rewritten graph.
+STAND_IN = ("ai.onnx", "Softsign")
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_inlines(domain: str, op_type: str, opset: int) -> bool:
+    """True when the CPU EP runs a one-input, one-output op as its function body (no kernel of its own)."""
+    import onnx
+    from onnx import TensorProto, helper
+    dom = "" if domain == "ai.onnx" else domain
+    g = helper.make_graph([helper.make_node(op_type, ["x"], ["y"], name="n", domain=dom)],
+                          "probe", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid(dom, opset)])
+    m.ir_version = 8
+    with tempfile.TemporaryDirectory() as td:
+        so = session_options("disable", optimized_path=Path(td) / "o.onnx")
+        try:
+            ort.InferenceSession(m.SerializeToString(), so, providers=[CPU_EP])
+        except Exception:  # not a unary op at this opset, or unknown: nothing to say
+            return False
+        ops = [n.op_type for n in onnx.load(str(Path(td) / "o.onnx")).graph.node]
+    return ops != [op_type]
+
+
+def function_ops(model) -> list:
+    """[(domain, op_type)] of the graph's one-input, one-output ops that ONNX defines as functions and the CPU EP
+    inlines."""
+    import onnx
+    opsets = {(o.domain or "ai.onnx"): o.version for o in model.opset_import}
+    out = []
+    for dom, op in sorted({((n.domain or "ai.onnx"), n.op_type) for n in model.graph.node}):
+        try:
+            sch = onnx.defs.get_schema(op, opsets.get(dom, 1), "" if dom == "ai.onnx" else dom)
+        except onnx.defs.SchemaError:
+            continue
+        if (sch.has_function or sch.has_context_dependent_function) and cpu_inlines(dom, op, opsets.get(dom, 1)):
+            out.append((dom, op))
+    return out
+
+
+def with_stand_ins(model, ops) -> dict:
+    """Swap the nodes of `ops` (one input, one output) for STAND_IN in place; {output tensor: original node}."""
+    import copy
+    swapped = {}
+    for n in model.graph.node:
+        if ((n.domain or "ai.onnx"), n.op_type) in ops and len(n.input) == 1 and len(n.output) == 1:
+            swapped[n.output[0]] = copy.deepcopy(n)
+            n.op_type, n.domain = STAND_IN[1], ""
+            del n.attribute[:]
+    return swapped
+
+
+def restore_stand_ins(opt_path: Path, swapped: dict) -> int:
+    """Put the original ops back in the rewritten graph (matched by output tensor); how many."""
+    import onnx
+    m = onnx.load(str(opt_path))
+    k = 0
+    for n in m.graph.node:
+        orig = swapped.get(n.output[0] if n.output else None)
+        if orig is not None and n.op_type == STAND_IN[1]:
+            n.op_type, n.domain = orig.op_type, orig.domain
+            del n.attribute[:]
+            n.attribute.extend(orig.attribute)
+            k += 1
+    onnx.save(m, str(opt_path))
+    return k
+
+
+def _session(model_path: Path, opt_path: Path, profile_prefix, pin_dims: dict, disabled) -> ort.InferenceSession:
+    so = session_options("all", optimized_path=opt_path, profile_prefix=profile_prefix, free_dims=pin_dims)
+    try:
+        return ort.InferenceSession(str(model_path), so, providers=[CPU_EP], disabled_optimizers=list(disabled))
+    except Exception as e:  # InvalidGraph, NotImplemented...: ORT cannot load it
+        raise HaseError(f"ORT cannot load it: {' '.join(str(e).split())[:300]}", model_path)
+
+
+def optimize_offline(model_path, pin_dims=None, seed=0, out_dir=None, disabled=CPU_ONLY_TRANSFORMERS,
+                     stand_ins=True, stand_in_log=None, log=None):
+    """Write the graph ORT's CUDA EP would run (as the CPU build rewrites it with the CPU-only transformers
+    off) as <model>.opt.cuda-offline.onnx; return (its path, per-node runtime info of one profiled CPU run).
+    Function ops the CPU EP would inline and the CUDA EP runs as one kernel go through a stand-in (STAND_IN);
+    stand_in_log (a list) gets one entry per op swapped."""
+    from ort_analysis.ort_graph_parser import optimized_dir
+    model_path = Path(model_path)
+    model = load_model(model_path, load_weights=False)
+    shapes = check_static(model, pin_dims or {}, model_path)
+    out_dir = Path(out_dir or optimized_dir())
+    out_dir.mkdir(parents=True, exist_ok=True)
+    opt_path = paths.optimized_file(out_dir / model_path.name, "cuda-offline")
+    tmp = opt_path.with_name(opt_path.name + ".tmp.onnx")
+    inlined = [op for op in function_ops(model) if op in cuda_verified_ops()] if stand_ins else []
+    with tempfile.TemporaryDirectory() as td:
+        src, swapped = model_path, {}
+        if inlined:
+            full = load_model(model_path)
+            swapped = with_stand_ins(full, set(inlined))
+            src = Path(td) / model_path.name
+            import onnx
+            onnx.save(full, str(src), save_as_external_data=full.ByteSize() > 1_800_000_000)
+        sess = _session(src, tmp, Path(td) / "p", pin_dims or {}, disabled)
+        try:
+            sess.run(None, dummy_feed(sess, shapes, seed))
+        except Exception as e:  # ORT runtime failure
+            raise HaseError(f"ORT cannot run the rewritten graph on the CPU EP: {' '.join(str(e).split())[:200]}",
+                            model_path)
+        info = _profile_nodes(sess.end_profiling())
+    if swapped:
+        restored = restore_stand_ins(tmp, swapped)
+        if restored != len(swapped) and log:
+            log.warning("%s: %d of %d stand-in nodes were rewritten by ORT", model_path.name,
+                        len(swapped) - restored, len(swapped))
+    tmp.replace(opt_path)
+    if stand_in_log is not None:
+        kinds = [((n.domain or "ai.onnx"), n.op_type) for n in swapped.values()]
+        stand_in_log.extend([{"op": f"{d}:{o}", "stand_in": ":".join(STAND_IN), "nodes": kinds.count((d, o))}
+                             for d, o in inlined])
+    return opt_path, info
+
+
+def claim(parsed: dict, orig_model) -> list:
+    """Reasons the offline graph may differ from the CUDA EP's ([] = claimed)."""
+    why = []
+    verified, versions = gpu_record_facts()
+    if ort.__version__ not in versions:
+        why.append(f"onnxruntime {ort.__version__} here, the GPU records were made with "
+                   f"{', '.join(sorted(versions)) or 'none'}: transformers change between versions")
+    unverified = sorted({f"{n['domain']}:{n['op_type']}" for n in parsed["nodes"]
+                         if (n["domain"], n["op_type"]) not in verified})
+    if unverified:
+        why.append("ops no committed GPU record shows on the CUDA EP (a CPU fallback with Memcpy nodes is not "
+                   "modelled): " + ", ".join(unverified))
+    # reduced-precision floats: the CPU EP casts the nodes it has no float16 kernel for, the CUDA EP does not
+    low = {e["dtype"] for n in parsed["nodes"] for e in list(n["inputs"]) + n["outputs"]
+           if e and e.get("dtype") in LOW_PRECISION}
+    if low:
+        why.append("float tensors other than float32 (" + ", ".join(sorted(low)) + "): the CPU EP inserts Casts "
+                   "the CUDA EP does not")
+    # a shape the graph computes: the CUDA EP reads it from host memory, so it puts the nodes computing it on the
+    # CPU EP (its CPU-preferred nodes) with Memcpy nodes around them
+    made = {o["name"] for n in parsed["nodes"] for o in n["outputs"]}
+    host = sorted({f"{n['op_type']} input {i}" for n in parsed["nodes"] if n["domain"] == "ai.onnx"
+                   for i in HOST_INPUTS.get(n["op_type"], ()) if i < len(n["inputs"]) and n["inputs"][i]
+                   and n["inputs"][i]["name"] in made} |
+                  {n["op_type"] for n in parsed["nodes"] if n["op_type"] in ("Shape", "Size")})
+    if host:
+        why.append("shapes computed in the graph (" + ", ".join(host) + "): the CUDA EP runs their producers on the "
+                   "CPU EP with Memcpy nodes, which is not modelled")
+    orig_ops = {n.op_type for n in orig_model.graph.node}
+    opt_ops = {n["op_type"] for n in parsed["nodes"]}
+    if (orig_ops | opt_ops) & QDQ_OPS:
+        why.append("quantized ops (" + ", ".join(sorted((orig_ops | opt_ops) & QDQ_OPS)) +
+                   "): their fusions differ per EP")
+    unknown = [f"{d}:{o}" for d, o in function_ops(orig_model) if (d, o) not in verified]
+    if unknown:
+        why.append("function ops the CPU EP inlines and no committed GPU record shows on the CUDA EP: " +
+                   ", ".join(unknown))
+    for t, starts in CUDA_ONLY_TRANSFORMERS.items():
+        if opt_ops & starts:
+            why.append(f"{t} (CUDA EP only) may rewrite {', '.join(sorted(opt_ops & starts))}")
+    return why
+
+
+def analyse(onnx_path, pin_dims=None, seed=0, keep_small_values=64, log=None) -> dict:
+    """The CUDA-EP kernel record of a model, made without a GPU (fusion_detector's record format)."""
+    from ort_analysis.fusion_detector import build_record
+    onnx_path = Path(onnx_path)
+    cfg = {"pin_dims": pin_dims or {}, "seed": seed, "keep_small_values": keep_small_values}
+    swaps = []
+    rec = build_record(onnx_path, "cuda", cfg, log,
+                       optimizer=lambda mp, c: optimize_offline(mp, c["pin_dims"], c["seed"], stand_in_log=swaps,
+                                                                log=log),
+                       ep_of_node=lambda n: CUDA_EP)
+    parsed = {"nodes": [{"domain": k["domain"], "op_type": k["op_type"], "inputs": k["inputs"],
+                         "outputs": k["outputs"]} for k in rec["kernels"]]}
+    why = claim(parsed, load_model(onnx_path, load_weights=False))
+    prov = provenance("cpu")
+    prov.update({"ep": CUDA_EP, "device": "cuda", "offline": True,
+                 "made_with": f"onnxruntime {ort.__version__} CPU EP ({METHOD})"})
+    rec["provenance"] = prov
+    rec["offline"] = {"method": METHOD, "ort_version": ort.__version__,
+                      "disabled_transformers": list(CPU_ONLY_TRANSFORMERS),
+                      "claimed": not why, "unclaimed_because": why, "stand_ins": swaps,
+                      "shapes_from": "one profiled run of the rewritten graph on the CPU EP"}
+    return rec
+
+
+def record_path(model_stem: str) -> Path:
+    return paths.kernel_record_dir() / f"{model_stem}.cuda-offline.json"
+
+
+def list_transformers(model_path) -> dict:
+    """{level: [transformer names]} the installed ORT runs at ORT_ENABLE_ALL on the CPU EP (its verbose log)."""
+    import os
+    import re
+    import subprocess
+    code = ("import onnxruntime as o,sys; s=o.SessionOptions(); s.log_severity_level=0; "
+            "o.InferenceSession(sys.argv[1], s, providers=['CPUExecutionProvider'])")
+    out = subprocess.run([sys.executable, "-c", code, str(model_path)], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": ""})
+    levels, cur = {}, None
+    for line in (out.stdout + out.stderr).splitlines():
+        m = re.search(r"graph transformer\(s\) for level (\d+)", line)
+        if m:
+            cur = int(m.group(1))
+            levels.setdefault(cur, [])
+        m = re.search(r"Applying graph transformer (\S+) on step 1\.", line)
+        if m and cur is not None and m.group(1) not in levels[cur]:
+            levels[cur].append(m.group(1))
+    return levels
+
+
+def main() -> int:
+    p = base_parser("Phase 2 for the CUDA EP without a GPU: the kernel record ORT's CUDA EP would make",
+                    "ort_analysis")
+    p.add_argument("--model", action="append", type=Path, help="ONNX model (repeatable)")
+    p.add_argument("--out", type=Path,
+                   help="record JSON (one model; default: ort_kernel_record/<model>.cuda-offline.json)")
+    p.add_argument("--list-transformers", action="store_true",
+                   help="print the transformers this ORT build runs per level (needs --model) and exit")
+    args = p.parse_args()
+    cfg = from_args(args, DEFAULTS)
+    log = get_logger("ort_analysis", args.log_level)
+    models = [str(m) for m in args.model] if args.model else cfg["models"]
+    if not models:
+        raise HaseError("no model: --model m.onnx (repeatable)")
+    models = paths.expand_globs(models)
+    if args.out and len(models) != 1:
+        raise HaseError("--out takes one --model")
+    if args.list_transformers:
+        for level, names in sorted(list_transformers(models[0]).items()):
+            off = [n for n in names if n in CPU_ONLY_TRANSFORMERS]
+            print(f"level {level}: {len(names)} transformers; off for the CUDA EP: {', '.join(off) or '-'}")
+            print("  " + ", ".join(names))
+        return 0
+    for mp in models:
+        rec = analyse(mp, cfg["pin_dims"], cfg["seed"], cfg["keep_small_values"], log)
+        out = args.out or record_path(rec["model"])
+        paths.atomic_write_text(out, json.dumps(rec, indent=1) + "\n")
+        o = rec["offline"]
+        log.info("%s: %d kernels (%s) -> %s", rec["model"], rec["kernel_count"],
+                 "claimed" if o["claimed"] else "NOT claimed: " + "; ".join(o["unclaimed_because"]), out)
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,199 @@
+"""The CUDA EP's graph analysed without a GPU (ort_analysis/offline_cuda.py) against the records made on the H200,
+with real torchvision exports and the installed (CPU) onnxruntime."""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import run_script as run
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+H200 = REPO / "ort_analysis" / "ort_kernel_record" / "nvidia-h200" / "records.json.xz"
+# one of each family the committed records hold, cheap to export on a CPU: a ResNet (ORT keeps Conv, Relu, Add apart
+# on CUDA), EfficientNet (SiLU -> QuickGelu), ConvNeXt (Gelu, LayerNorm, transposes moved, MatMul+Add -> Gemm),
+# MobileNetV3 (HardSwish: one CUDA kernel, inlined by the CPU EP), ViT (FusedMatMul, Split, SkipLayerNormalization)
+MODELS = ["resnet18_bs1_224x224", "efficientnet_b1_bs1_224x224", "convnext_tiny_bs8_224x224",
+          "mobilenet_v3_small_bs1_224x224", "vit_b_16_bs16_224x224"]
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory):
+    """The comparison script on MODELS (exported here), as CI runs it: its summary."""
+    home = tmp_path_factory.mktemp("offline_cuda")
+    out = home / "check"
+    run(["ort_analysis/compare_offline_cuda.py", "--export", "--out", out, "--records", H200,
+         "--set", f"models=[{','.join(MODELS)}]", "--set", "timeline_models=[measured_cupti_lines]"], home, cwd=REPO)
+    return home, json.loads((out / "summary.json").read_text())
+
+
+def test_claimed_models_match_the_gpu_records_kernel_for_kernel(compared):
+    _, s = compared
+    assert s["compared"] == len(MODELS) and s["claimed"] == len(MODELS)
+    for m in MODELS:
+        r = s["per_model"][m]
+        assert r["claimed"], (m, r["unclaimed_because"])
+        # the exporter made the graph the GPU job analysed, and ORT rewrote it the same way, kernel for kernel
+        assert r["original_nodes"][0] == r["original_nodes"][1], m
+        assert r["kernel_for_kernel"], (m, r.get("count_diff"), r.get("first_difference"))
+        p = r["prediction_ms"]["measured_cupti_lines"]
+        assert p["gpu_record"] > 0 and abs(p["rel_diff"]) < 0.01, (m, p)
+
+
+def test_offline_record_is_marked_and_on_the_cuda_ep(compared):
+    home, _ = compared
+    rec = json.loads((home / "ort_analysis" / "ort_kernel_record" / f"{MODELS[0]}.cuda-offline.json").read_text())
+    assert rec["device"] == "cuda" and rec["provenance"]["offline"] is True
+    assert rec["offline"]["claimed"] and rec["offline"]["disabled_transformers"]
+    assert {k["ep"] for k in rec["kernels"]} == {"CUDAExecutionProvider"}
+    # CUDA's rewrite, not the CPU EP's: no NCHWc layout, no fused conv
+    assert not any(k["domain"].endswith("nchwc") or k["op_type"] == "FusedConv" for k in rec["kernels"])
+
+
+def test_the_cpu_only_transformers_are_what_makes_the_difference(compared, monkeypatch):
+    """Negative controls: the plain CPU session's graph, and the CUDA one with ConvActivationFusion left on, are NOT
+    the GPU record; so a match above is the switched-off transformers' doing, not a comparison that cannot fail."""
+    home, _ = compared
+    monkeypatch.setenv("HASE_HOME", str(home))
+    from graph_model.dag_critical_path import records_in_file
+    from ort_analysis import offline_cuda
+    from ort_analysis.compare_offline_cuda import compare_records
+    from ort_analysis.fusion_detector import build_record
+    onnx = home / "model_zoo" / "models" / f"{MODELS[0]}.onnx"
+    gpu = records_in_file(H200, models=[MODELS[0]])[MODELS[0]]
+    cfg = {"pin_dims": {}, "seed": 0, "keep_small_values": 64}
+    for off in ((), tuple(t for t in offline_cuda.CPU_ONLY_TRANSFORMERS if t != "ConvActivationFusion")):
+        rec = build_record(onnx, "cuda", cfg, optimizer=lambda mp, c, off=off: offline_cuda.optimize_offline(
+            mp, disabled=off, out_dir=home / "neg"))
+        c = compare_records(gpu, rec)
+        assert not c["kernel_list_match"] and not c["kernel_for_kernel"], off
+        fused = "Conv_Relu" if off else "Conv_Add_Relu"
+        assert fused in rec["type_counts"], rec["type_counts"]
+
+
+def test_every_switched_off_transformer_exists_in_this_ort():
+    """A name ORT does not know is ignored by disabled_optimizers: a renamed transformer would silently stay on."""
+    from ort_analysis import offline_cuda
+    from tests.helpers import build_residual_model
+    import tempfile
+    with tempfile.TemporaryDirectory() as td:
+        f = Path(td) / "m.onnx"
+        build_residual_model(f, "m", 8, 2, 16)
+        levels = offline_cuda.list_transformers(f)
+    names = {n for v in levels.values() for n in v}
+    assert len(levels) >= 3 and "ConvActivationFusion" in names and "TransposeOptimizer" in names
+    # Avx2WeightS8ToU8Transformer is registered only where avx2 precision mode is asked for
+    missing = set(offline_cuda.CPU_ONLY_TRANSFORMERS) - names - {"Avx2WeightS8ToU8Transformer"}
+    assert not missing, missing
+
+
+def _tiny(path, op_nodes, inits=(), x_shape=(1, 4, 8, 8), y_shape=(1, 4, 16, 16), y_type=None):
+    import onnx
+    from onnx import TensorProto, helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))
+    y = helper.make_tensor_value_info("y", y_type or TensorProto.FLOAT, list(y_shape))
+    m = helper.make_model(helper.make_graph(op_nodes, "t", [x], [y], list(inits)),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+
+
+def test_ops_never_seen_on_cuda_are_not_claimed(tmp_path, monkeypatch):
+    """Resize is in no committed GPU record: whether the CUDA EP runs it or a CPU fallback with copies is not known
+    offline, so the record says it is not claimed, and why."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+    monkeypatch.setenv("HASE_HOME", str(tmp_path))
+    from ort_analysis import offline_cuda
+    f = tmp_path / "resize.onnx"
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
+    _tiny(f, [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+              helper.make_node("Resize", ["r", "", "scales"], ["y"], name="resize", mode="nearest")], [scales])
+    rec = offline_cuda.analyse(f)
+    assert not rec["offline"]["claimed"]
+    assert any("ai.onnx:Resize" in w for w in rec["offline"]["unclaimed_because"])
+    assert [k["type"] for k in rec["kernels"]] == ["Relu", "Resize"]
+
+
+def test_a_shape_computed_in_the_graph_is_not_claimed_an_integer_data_path_is(tmp_path, monkeypatch):
+    """The CUDA EP reads a Reshape's shape from host memory: a node computing it runs on the CPU EP, with copies,
+    which is not modelled, so not claimed. Integer indices on the data path (Gather) stay on the GPU: claimed."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    monkeypatch.setenv("HASE_HOME", str(tmp_path))
+    from ort_analysis import offline_cuda
+
+    def save(path, nodes, inputs, out, inits=()):
+        m = helper.make_model(helper.make_graph(nodes, "t", inputs, [out], list(inits)),
+                              opset_imports=[helper.make_opsetid("", 17)])
+        m.ir_version = 8
+        onnx.save(m, str(path))
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])
+    n = helper.make_tensor_value_info("n", TensorProto.INT64, [4])
+    zero = numpy_helper.from_array(np.zeros(4, np.int64), "zero")
+    f = tmp_path / "computed_shape.onnx"
+    save(f, [helper.make_node("Add", ["n", "zero"], ["s"], name="shape_add"),   # the dummy feed is 0: keep dims
+             helper.make_node("Reshape", ["x", "s"], ["y"], name="reshape")],
+         [x, n], helper.make_tensor_value_info("y", TensorProto.FLOAT, None), [zero])
+    rec = offline_cuda.analyse(f)
+    assert not rec["offline"]["claimed"]
+    assert any("Reshape input 1" in w for w in rec["offline"]["unclaimed_because"]), rec["offline"]
+    table = helper.make_tensor_value_info("t", TensorProto.FLOAT, [10, 4])
+    idx = helper.make_tensor_value_info("i", TensorProto.INT64, [3])
+    g = tmp_path / "gather.onnx"
+    save(g, [helper.make_node("Gather", ["t", "i"], ["y"], name="gather", axis=0)], [table, idx],
+         helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4]))
+    rec = offline_cuda.analyse(g)
+    assert rec["offline"]["claimed"], rec["offline"]["unclaimed_because"]
+    assert [k["type"] for k in rec["kernels"]] == ["Gather"]
+
+
+def test_predict_for_a_gpu_on_a_machine_without_a_cuda_ep(compared, tmp_path):
+    """`predict_model_latency.py --gpu nvidia-h200` here (no CUDA EP) analyses the CUDA EP's graph offline, says so
+    (stdout, log, JSON), and predicts what the GPU record predicts."""
+    from utils.ort_session import cuda_probe
+    if cuda_probe()[0]:
+        pytest.skip("a CUDA EP runs here: --gpu analyses on it, not offline")
+    home, _ = compared
+    # a small CUDA predictor from the committed H200 kernels (the timeline below takes its GPU times from its own
+    # CUPTI table; the predictor is what the command loads and checks is for the CUDA EP)
+    run(["training/train_kernel_model.py", "--device", "cuda", "--set",
+         "data_csv=benchmark/results/nvidia-h200/kernels.csv.xz", "--set", "device_slug=nvidia-h200",
+         "--set", "models=[xgboost]", "--set", "xgboost.n_estimators=20"], home, cwd=REPO)
+    tl = REPO / "inference" / "results" / "nvidia-h200" / "measured_cupti_lines" / "timeline_model.json"
+    onnx = home / "model_zoo" / "models" / f"{MODELS[0]}.onnx"
+    out = tmp_path / "pred.json"
+    p = run(["inference/predict_model_latency.py", "--gpu", "nvidia-h200", "--model", onnx, "--json", out,
+             "--set", f"timeline_model={tl}"], home, cwd=REPO)
+    assert "analysed offline" in p.stdout and "claimed" in p.stdout
+    assert "reproduced offline" in p.stderr and "predicting at idle" in p.stderr
+    res = json.loads(out.read_text())
+    assert res["analysis"]["offline"] is True and res["analysis"]["claimed"] is True and res["gpu"] == "nvidia-h200"
+    assert res["device"] == "cuda" and res["load_source"].startswith("idle")
+    # the same number the GPU record gives through the same path
+    from graph_model.dag_critical_path import records_in_file
+    from inference import timeline_model as tm
+    from ort_analysis.compare_offline_cuda import NoKernelPredictor, predict_idle
+    gpu = records_in_file(H200, models=[MODELS[0]])[MODELS[0]]
+    want = predict_idle(gpu, tm.load(tl), NoKernelPredictor())
+    assert abs(res["total_ms"] - want) / want < 0.01, (res["total_ms"], want)
+    # --gpu is the CUDA EP: with --device cpu it is refused in one line
+    q = run(["inference/predict_model_latency.py", "--gpu", "nvidia-h200", "--device", "cpu", "--model", onnx],
+            home, check=False, cwd=REPO)
+    assert q.returncode == 2 and "--gpu" in q.stderr and len(q.stderr.strip().splitlines()) == 1
+
+
+def test_another_onnxruntime_than_the_gpu_records_is_not_claimed(tmp_path, monkeypatch):
+    """Transformers change between ORT versions: an analysis with another version than the GPU records' is no claim."""
+    monkeypatch.setenv("HASE_HOME", str(tmp_path))
+    from onnx import helper
+    from ort_analysis import offline_cuda
+    f = tmp_path / "relu.onnx"
+    _tiny(f, [helper.make_node("Relu", ["x"], ["y"], name="relu")], y_shape=(1, 4, 8, 8))
+    assert offline_cuda.analyse(f)["offline"]["claimed"]   # Relu, float32, the records' version: claimed
+    monkeypatch.setattr(offline_cuda.ort, "__version__", "0.0.1")
+    rec = offline_cuda.analyse(f)
+    assert not rec["offline"]["claimed"] and "0.0.1" in rec["offline"]["unclaimed_because"][0]

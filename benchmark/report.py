@@ -166,6 +166,27 @@ def kernel_space_section(res: Path) -> str:
     return section("kernel space (packed kernels, CUPTI GPU time) and its collection throughput", "\n".join(lines))
 
 
+def corpus_section(res: Path) -> str:
+    """The measured corpus (benchmark/run_gpu_corpus.sh, corpus/machine_*): models, sessions and the whole-model
+    trace speed per model-session (the trace stage's wall time over its model-sessions, session creation and
+    cuDNN's algorithm search included; target <= 2 s)."""
+    import re
+    machines = sorted(d for d in (res / "corpus").glob("machine_*") if d.is_dir()) if (res / "corpus").is_dir() else []
+    if not machines:
+        return section("corpus", "(no corpus/: run benchmark/run_gpu_corpus.sh)")
+    lines = []
+    for d in machines:
+        s = pd.read_csv(paths.csv_or_gz(d / "trace_sessions.csv"), usecols=["model", "session"])
+        log = (d / "log.txt").read_text() if (d / "log.txt").exists() else ""
+        st = {m.group(1): int(m.group(2)) for m in re.finditer(r"^stage (\w+) (\d+)$", log, re.M)}
+        line = f"{d.name}: {s['model'].nunique()} models, {len(s)} model-sessions"
+        if "trace" in st and "done" in st:
+            secs = st["done"] - st["trace"]
+            line += f", trace stage {secs} s = {secs / len(s):.2f} s per model-session"
+        lines.append(line)
+    return section("corpus (whole-model traces, CUPTI per node) and its trace speed", "\n".join(lines))
+
+
 def write_report(res: Path) -> Path:
     if not res.is_dir():
         raise HaseError("no results folder (run benchmark/collector.py first)", res)
@@ -179,7 +200,8 @@ def write_report(res: Path) -> Path:
         parts += kernels_sections(k)
     if m is not None and len(m):
         parts.append(models_section(m))
-    parts += [bandwidth_section(res), calibration_section(res), noise_section(res), kernel_space_section(res)]
+    parts += [bandwidth_section(res), calibration_section(res), noise_section(res), kernel_space_section(res),
+              corpus_section(res)]
     path = res / REPORT
     paths.atomic_write_text(path, "\n".join(parts))
     return path

@@ -41,7 +41,7 @@ from utils.progress import progress  # noqa: E402
 from inference import timeline_model as tm  # noqa: E402
 from inference.predict_model_latency import BG, check_ep, load_timeline_model, prepare_record  # noqa: E402
 from utils import paths  # noqa: E402
-from utils.config import base_parser, resolve, save_resolved  # noqa: E402
+from utils.config import base_parser, from_args, save_resolved  # noqa: E402
 from utils.errors import HaseError, run_main  # noqa: E402
 from utils.logger import get_logger  # noqa: E402
 from utils.metrics import accuracy, error_pct  # noqa: E402
@@ -386,9 +386,11 @@ def main() -> int:
     p.add_argument("--records", type=Path, help="kernel records folder (default phase 2 folder)")
     p.add_argument("--fit", action="store_true", help="fit the timeline model on the training cases and save it")
     p.add_argument("--out", type=Path, help="output folder (default evaluation/<device slug>/)")
+    # evaluator keys live under this script's own defaults: inference/config.yaml is not read, a --config given is
+    # (and one that does not exist is an error, as in every script)
+    p.set_defaults(config=None)
     args = p.parse_args()
-    # evaluator keys live under this script's own defaults; inference/config.yaml is not read here
-    cfg = resolve(DEFAULTS, None, args.overrides, args.device)
+    cfg = from_args(args, DEFAULTS)
     log = get_logger("evaluator", args.log_level)
     from benchmark.collector import check_label_sessions
     check_label_sessions(cfg["label_sessions"])

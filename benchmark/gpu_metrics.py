@@ -87,6 +87,8 @@ def check_value(field: str, value, where=None) -> float:
         v = float(value)
     except (TypeError, ValueError):
         raise HaseError(f"field '{field}' = {value!r} is not a number ({expected})", where)
+    if math.isnan(v):  # NaN is a reading that did not happen, not a value outside the range
+        raise HaseError(f"field '{field}' is NaN (not measured; {expected})", where)
     low_ok = spec is None or (v > spec.lo if spec.lo_open else v >= spec.lo)
     if not math.isfinite(v) or not low_ok or (spec is not None and v > spec.hi):
         raise HaseError(f"field '{field}' = {v:g} is out of range ({expected})", where)

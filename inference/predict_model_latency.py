@@ -94,7 +94,7 @@ def load_from_prometheus(pcfg: dict, fields: list, optional=()) -> dict:
         if v is None:
             raise HaseError(f"Prometheus at {url} has no series for '{f}' ({q}); pass --metrics-file instead")
         if v != v:  # NaN
-            raise HaseError(f"Prometheus at {url} returned NaN for '{f}'; pass --metrics-file instead")
+            raise HaseError(f"Prometheus at {url} returned NaN (not measured) for '{f}'; pass --metrics-file instead")
         out[f] = v
     for f in optional:
         q = pcfg["queries"].get(f)

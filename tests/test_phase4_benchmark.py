@@ -402,8 +402,10 @@ def test_prometheus_unreachable_names_url():
 def test_metric_value_ranges(field, good, bad):
     for v in good:
         assert gpu_metrics.check_value(field, v) == v
-    for v in bad:
-        with pytest.raises(HaseError, match=rf"field '{field}' = {v:g} is out of range \(expected "):
+    for v in bad:  # NaN is named as such: a reading that did not happen, not one outside the range
+        said = rf"field '{field}' is NaN \(not measured; expected " if math.isnan(v) else \
+            rf"field '{field}' = {v:g} is out of range \(expected "
+        with pytest.raises(HaseError, match=said):
             gpu_metrics.check_value(field, v, "snap.json")
     with pytest.raises(HaseError, match=f"field '{field}' = 'busy' is not a number"):
         gpu_metrics.check_value(field, "busy")
@@ -456,8 +458,9 @@ def test_predictor_load_rejects_bad_values(tmp_path, prometheus_api, busy):
     got = current_load(DEFAULTS, "cuda", fields, snap)[0]
     assert got == {"bg_DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.4, "bg_DCGM_FI_DEV_SM_CLOCK": 1980.0}
     snap.write_text(json.dumps({"bg_DCGM_FI_PROF_GR_ENGINE_ACTIVE": busy, "DCGM_FI_DEV_SM_CLOCK": 1980}))
-    with pytest.raises(HaseError, match=rf"^{snap}: field 'DCGM_FI_PROF_GR_ENGINE_ACTIVE' = {busy:g} is out of "
-                                        r"range \(expected ratio in \[0, 1\]\)$"):
+    said = "is NaN \\(not measured; " if math.isnan(busy) else f"= {busy:g} is out of range \\("
+    with pytest.raises(HaseError, match=rf"^{snap}: field 'DCGM_FI_PROF_GR_ENGINE_ACTIVE' {said}"
+                                        r"expected ratio in \[0, 1\]\)$"):
         current_load(DEFAULTS, "cuda", fields, snap)
     url, values = prometheus_api
     cfg = dict(DEFAULTS, prometheus=dict(DEFAULTS["prometheus"], url=url, queries={f: f for f in fields}))

@@ -303,14 +303,15 @@ def test_missing_model_is_one_line_before_any_load(home, tmp_path):
     assert p.stderr.strip().splitlines()[-1] == f"error: {missing}: file not found"
 
 
-@pytest.mark.parametrize("value, shown", [(float("nan"), "nan"), (150.0, "150"), (-5.0, "-5")])
+@pytest.mark.parametrize("value, shown", [(float("nan"), "is NaN (not measured;"), (150.0, "= 150 is out of range ("),
+                                          (-5.0, "= -5 is out of range (")])
 def test_metrics_file_value_out_of_range(home, tmp_path, value, shown):
     snap = tmp_path / "snap.json"
     snap.write_text(json.dumps({"CPU_UTIL_PCT": value, "CPU_FREQ_MHZ": 2000, "MEM_USED_MB": 4000, "LOAD_AVG_1M": 0.3}))
     p = _predict(home, "--metrics-file", str(snap), check=False)
     assert p.returncode == 2
     assert p.stderr.strip().splitlines()[-1] == \
-        f"error: {snap}: field 'CPU_UTIL_PCT' = {shown} is out of range (expected % in [0, 100])"
+        f"error: {snap}: field 'CPU_UTIL_PCT' {shown} expected % in [0, 100])"
 
 
 def test_predictor_for_another_ep_is_refused(home, tmp_path):

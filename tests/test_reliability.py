@@ -106,3 +106,15 @@ def test_evaluator_reads_a_given_config(tmp_path):
     bad.write_text("label_sessions: many\n")
     r = script(["evaluator.py", "--device", "cpu", "--config", bad, "--from-csv", "x.csv"], tmp_path)
     assert one_error_line(r).startswith(f"error: {bad}: config key 'label_sessions' = \"many\" is not valid")
+
+
+# ---- item 7: --device auto without a GPU prints nothing of the probe's ORT log --------------------------
+def test_device_auto_probe_log_goes_to_the_debug_log(tmp_path):
+    r = subprocess.run([PY, "-c", "from utils.ort_session import resolve_device; print(resolve_device('auto'))"],
+                       cwd=REPO, env={**__import__("os").environ, "HASE_HOME": str(tmp_path)}, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() in ("cpu", "cuda")
+    assert r.stderr == "", r.stderr   # before: three coloured ORT lines about libcublasLt / CUDAExecutionProvider
+    probe_log = tmp_path / "logs" / "cuda_probe.log"
+    if r.stdout.strip() == "cpu" and "CUDAExecutionProvider" in __import__("onnxruntime").get_available_providers():
+        assert "CUDA" in probe_log.read_text()   # ORT said why CUDA did not load: kept for whoever debugs it

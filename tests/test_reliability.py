@@ -118,3 +118,107 @@ def test_device_auto_probe_log_goes_to_the_debug_log(tmp_path):
     probe_log = tmp_path / "logs" / "cuda_probe.log"
     if r.stdout.strip() == "cpu" and "CUDAExecutionProvider" in __import__("onnxruntime").get_available_providers():
         assert "CUDA" in probe_log.read_text()   # ORT said why CUDA did not load: kept for whoever debugs it
+
+
+# ---- item 1: an idle reference taken under load is refused -----------------------------------------------
+class Windows:
+    """A metrics source whose successive windows are the given values (a neighbour that stops, or does not)."""
+    name = "fixed"
+
+    def __init__(self, values):
+        self.values, self.n = list(values), 0
+
+    def window(self, start, end):
+        v = self.values[min(self.n, len(self.values) - 1)]
+        self.n += 1
+        return {"CPU_UTIL_PCT": v, "MEM_USED_MB": 1.0}
+
+
+def test_wait_idle_waits_for_an_idle_window_then_refuses():
+    from benchmark.gpu_metrics import busy_reading, wait_idle
+    src = Windows([96.8, 80.0, 4.0])           # the neighbour stops: the third window is the reference
+    assert wait_idle(src, 0.1, 0.01, 5.0)["CPU_UTIL_PCT"] == 4.0 and src.n == 3
+    with pytest.raises(HaseError) as e:         # it never stops: bounded, then one line naming field, value, threshold
+        wait_idle(Windows([96.8]), 0.1, 0.01, 0.05, "idle_busy_max", "idle reference")
+    msg = str(e.value)
+    assert msg.startswith("not idle for the idle reference: CPU_UTIL_PCT = 96.8 % in each of ") and "\n" not in msg
+    assert "> 10 % (idle_busy_max 0.1)" in msg
+    assert wait_idle(Windows([96.8]), 1.0, 0.01, 0.0)["CPU_UTIL_PCT"] == 96.8   # busy_max 1: never refused
+    assert busy_reading({"DCGM_FI_PROF_GR_ENGINE_ACTIVE": math.nan, "DCGM_FI_DEV_GPU_UTIL": 40.0}) == \
+        ("DCGM_FI_DEV_GPU_UTIL", 40.0, 0.4)
+
+
+@pytest.fixture
+def neighbour():
+    """A real CPU neighbour: the plan's stressor at full intensity (one core busy)."""
+    from benchmark.stressor import Stressor
+    with Stressor(1.0, "matmul", "cpu") as s:
+        import time
+        time.sleep(1.0)   # its first matmuls are under way
+        yield s
+
+
+def last_error_line(r) -> str:
+    """The one-line error a script ends with (its log may come before it), exit 2, no traceback."""
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    line = r.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: "), r.stderr[-2000:]
+    return line
+
+
+def not_idle_line(r, what: str) -> str:
+    line = last_error_line(r)
+    assert line.startswith(f"error: not idle for the {what}: CPU_UTIL_PCT = "), line
+    assert "> 10 % (idle_busy_max 0.1)" in line or "> 5 % (idle_busy_max 0.05)" in line, line
+    return line
+
+
+def test_collector_refuses_a_loaded_level_0(tmp_path, neighbour):
+    from helpers import build_residual_model
+    mdir = tmp_path / "model_zoo" / "models"
+    mdir.mkdir(parents=True)
+    build_residual_model(mdir / "tiny_bs1_16x16.onnx", "tiny", 8, 1, 16)
+    r = script(["benchmark/collector.py", "--device", "cpu", "--set", "stress_levels=[0]", "--set", "kernel_glob=",
+                "--set", "settle_s=0", "--set", "idle_window_s=0.3", "--set", "idle_wait_s=1.5"], tmp_path)
+    line = not_idle_line(r, "idle reference (stressor-matmul at level 0)")
+    assert "stop the neighbour, or raise idle_busy_max" in line
+    models_csv = next((tmp_path / "benchmark" / "results").glob("*/models.csv"))
+    assert len(models_csv.read_text().strip().splitlines()) == 1   # the header only: nothing was measured
+
+
+def test_calibrate_loads_refuses_a_loaded_idle_row(tmp_path, neighbour):
+    r = script(["benchmark/calibrate_loads.py", "--device", "cpu", "--set", "settle_s=0",
+                "--set", "calibration.stressor_levels=[0]", "--set", "calibration.stressor_modes=[matmul]",
+                "--set", "calibration.sample_s=0.3", "--set", "idle_window_s=0.3", "--set", "idle_wait_s=1"], tmp_path)
+    not_idle_line(r, "idle row (the probe's idle reference)")
+    assert not list((tmp_path / "benchmark" / "results").glob("*/load_calibration.csv"))
+
+
+def test_node_agent_refuses_to_measure_its_idle_reference_under_load(tmp_path, neighbour):
+    from helpers import free_port
+    r = script(["inference/node_agent.py", "--device", "cpu", "--port", free_port(), "--set", "warmup=2",
+                "--set", "idle_check_s=0.3", "--set", "idle_wait_s=1"], tmp_path, timeout=120)
+    assert "(or set idle_probe_us)" in not_idle_line(r, "node agent's idle reference (or set idle_probe_us)")
+
+
+def test_node_agent_refuses_busy_fixed_values(tmp_path):
+    from helpers import free_port
+    fixed = tmp_path / "fixed.json"
+    fixed.write_text(json.dumps({"CPU_UTIL_PCT": 96.8, "MEM_USED_MB": 4000}))
+    r = script(["inference/node_agent.py", "--device", "cpu", "--port", free_port(), "--fixed", fixed,
+                "--set", "warmup=2"], tmp_path, timeout=120)
+    assert one_error_line(r) == ("error: not idle for the node agent's idle reference: CPU_UTIL_PCT = 96.8 % in the "
+                                 "--fixed values > 5 % (idle_busy_max 0.05); set idle_probe_us")
+
+
+# ---- item 2: local sampling long enough for the busy field's noise -----------------------------------------
+def test_local_sampling_stops_on_the_busy_fields_noise():
+    from inference.predict_model_latency import DEFAULTS, sampled_enough
+    cfg = dict(DEFAULTS)   # at least 1 s, then standard error <= 0.02, at most 5 s
+    assert sampled_enough([0.5, 0.5], 0.5, cfg)[0] is False            # never before sample_s
+    done, se = sampled_enough([0.50, 0.51, 0.49, 0.50], 1.0, cfg)
+    assert done and se < 0.02
+    swinging = [0.02, 0.97, 0.05, 0.95]                                  # a neighbour switching on and off
+    assert sampled_enough(swinging, 1.0, cfg) == (False, pytest.approx(0.267, abs=1e-3))
+    assert sampled_enough(swinging * 5, 5.0, cfg)[0] is True            # bounded
+    assert sampled_enough([None] * 4, 1.0, cfg)[0] is True              # no busy field: sample_s

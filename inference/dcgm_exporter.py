@@ -67,7 +67,9 @@ def main() -> int:
         source = None
     else:
         from benchmark.gpu_metrics import DCGM_FIELDS, make_source, snapshot
-        source = make_source({"source": "nvml", "fields": list(DCGM_FIELDS)}, "cuda", args.device_id)
+        # it reads windows of interval_s for as long as it serves: keep a minute of samples, not KEEP_S's 10 minutes
+        source = make_source({"source": "nvml", "fields": list(DCGM_FIELDS),
+                              "keep_s": max(60.0, 4 * float(args.interval_s))}, "cuda", args.device_id)
         source.start()
         gauges = make_gauges(DCGM_FIELDS, registry)
     start_http_server(args.port, addr=args.address, registry=registry)

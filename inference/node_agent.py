@@ -26,10 +26,10 @@ One-time start cost: `warmup` runs and, without idle_probe_us, idle_budget_ms of
 
 Idle reference (the probe's mean run time with no neighbour): idle_probe_us from the config when
 > 0 (measured on this node type and software, e.g. calibrate_loads.py's idle PROBE_RUN_US_MEAN);
-else measured at start, with a warning naming the busy field when that field says the device was
-not idle (the reference then includes waits and the exported waits read low); then refreshed as
-the median of the means of recent ticks whose preceding metrics window was idle (busy <=
-idle_busy_max), so an agent restarted under load heals at the first idle moments.
+else measured at start, only once a window of idle_check_s shows the busy field <= idle_busy_max: the
+agent waits up to idle_wait_s for one, then refuses to start with one line naming the field, its value
+and the threshold (a reference taken under load makes every exported wait read low); then refreshed
+as the median of the means of recent ticks whose preceding metrics window was idle.
 
 --device cpu runs the same chain on the CPU EP (one thread): the wait is then CPU scheduling
 behind CPU neighbours, and the busy field is CPU_UTIL_PCT / 100.
@@ -58,9 +58,9 @@ CONFIG = Path(__file__).resolve().parent / "node_agent.yaml"
 MAX_DUTY = 0.001  # probe busy time / elapsed time: at most 0.1% of the GPU
 DEFAULTS = {"device": "auto", "device_id": 0, "interval_s": 1.0, "period_s": 5.0, "probe_budget_ms": 4.0,
             "probe_max_runs": 200, "warmup": 50, "idle_probe_us": 0.0, "idle_budget_ms": 200.0,
-            "idle_check_s": 1.0, "idle_busy_max": 0.05, "idle_window": 12}
+            "idle_check_s": 1.0, "idle_busy_max": 0.05, "idle_wait_s": 30.0, "idle_window": 12}
 POSITIVE = ("interval_s", "period_s", "probe_budget_ms", "probe_max_runs", "idle_budget_ms", "idle_window")
-NON_NEGATIVE = ("idle_probe_us", "idle_check_s", "idle_busy_max", "warmup")
+NON_NEGATIVE = ("idle_probe_us", "idle_check_s", "idle_busy_max", "idle_wait_s", "warmup")
 PROBE_GAUGES = {
     "hase_launch_wait_us": "wait per launch onto an idle stream behind the neighbours (us)",
     "hase_launch_wait_p10_us": "10th percentile of the per-run wait per launch in the last tick (us)",
@@ -123,11 +123,6 @@ def busy_fraction(window: dict):
     return None
 
 
-def busy_field(window: dict) -> str:
-    return next((f for f in ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL", "CPU_UTIL_PCT")
-                 if window.get(f) is not None and window[f] == window[f]), "no busy field")
-
-
 def idle_reference(config_us: float, start_us, start_idle: bool, idle_ticks) -> tuple:
     """(idle probe run time us, where it came from): config > recent idle ticks (+ an idle start) > start."""
     if config_us > 0:
@@ -149,6 +144,22 @@ def wait_stats(runs_us: list, idle_us: float, n: int = N_LAUNCHES) -> dict:
             "hase_launch_probe_runs": float(a.size)}
 
 
+def start_window(cfg: dict, source, fixed) -> dict:
+    """The metrics window before the idle reference is measured at start: its busy field must be <= idle_busy_max
+    (waiting up to idle_wait_s for such a window of idle_check_s); else HaseError naming the field, its value and
+    the threshold (a reference under load made every exported wait read low). --fixed values are read as they are."""
+    from benchmark.gpu_metrics import busy_reading, not_idle, wait_idle
+    busy_max = float(cfg["idle_busy_max"])
+    if fixed is None:
+        return wait_idle(source, busy_max, float(cfg["idle_check_s"]), float(cfg["idle_wait_s"]), "idle_busy_max",
+                         "node agent's idle reference (or set idle_probe_us)")
+    field, value, frac = busy_reading(fixed)
+    if frac is not None and frac > busy_max and busy_max < 1:
+        raise HaseError("not idle for the node agent's idle reference: " + not_idle(
+            field, value, busy_max, "idle_busy_max", "in the --fixed values") + "; set idle_probe_us")
+    return fixed
+
+
 # ---- parent side ----------------------------------------------------------------------------------
 class NodeAgent(LoadProcess):
     """`with NodeAgent("cpu", port): ...`: the agent as a child that dies with this process."""
@@ -161,14 +172,15 @@ class NodeAgent(LoadProcess):
 
 
 # ---- the agent ------------------------------------------------------------------------------------
-def open_metrics(fixed, device: str, device_id: int) -> tuple:
-    """(fields, sampler or None, fixed values or None): NVML on cuda, psutil on cpu, or --fixed."""
+def open_metrics(fixed, device: str, device_id: int, keep_s: float = 60.0) -> tuple:
+    """(fields, sampler or None, fixed values or None): NVML on cuda, psutil on cpu, or --fixed. The sampler keeps
+    keep_s of samples (the agent reads windows of seconds; the default 600 s grew its RSS for 10 minutes)."""
     if fixed:
         values = read_fixed(fixed)
         return list(values), None, values
     from benchmark.gpu_metrics import DCGM_FIELDS, PSUTIL_FIELDS, make_source
     fields = list(DCGM_FIELDS if device == "cuda" else PSUTIL_FIELDS)
-    source = make_source({"source": "auto", "fields": fields}, device, device_id)
+    source = make_source({"source": "auto", "fields": fields, "keep_s": keep_s}, device, device_id)
     source.start()
     return fields, source, None
 
@@ -191,7 +203,8 @@ def main() -> int:
     device = resolve_device(cfg["device"], cfg["device_id"])
     registry = CollectorRegistry()
     labels = gpu_labels(cfg["device_id"])
-    fields, source, fixed = open_metrics(args.fixed, device, cfg["device_id"])
+    keep_s = max(60.0, 4 * max(float(cfg["interval_s"]), float(cfg["idle_check_s"])))
+    fields, source, fixed = open_metrics(args.fixed, device, cfg["device_id"], keep_s)
     try:
         return serve(cfg, args, device, registry, labels, fields, source, fixed, duty, log)
     finally:
@@ -208,16 +221,16 @@ def serve(cfg, args, device, registry, labels, fields, source, fixed, duty, log)
                          registry=registry).labels(**labels)
     # one thread on CPU: a launch then is one dispatch, and ORT's spinning pool adds no load of its own
     run = make_probe(device, cfg["device_id"], int(cfg["warmup"]), threads=1 if device == "cpu" else 0)
-    window = fixed if fixed is not None else snapshot(source, float(cfg["idle_check_s"]))
-    busy0, start_us = busy_fraction(window), None
-    start_idle = busy0 is not None and busy0 <= float(cfg["idle_busy_max"])
-    if float(cfg["idle_probe_us"]) <= 0:
+    start_us, start_idle = None, False
+    window = fixed if fixed is not None else {}   # the busy field of the last metrics window (ticks read it)
+    if float(cfg["idle_probe_us"]) <= 0:  # the agent measures its own idle reference: only on an idle device
+        window = start_window(cfg, source, fixed)
+        busy0 = busy_fraction(window)
+        start_idle = busy0 is not None and busy0 <= float(cfg["idle_busy_max"])
         start_us = probe(run, float(cfg["idle_budget_ms"]))["PROBE_RUN_US_MEAN"]
-        if not start_idle:
-            log.warning("%s not idle at agent start (%s = %s > idle_busy_max %g): the idle reference %.1f us may "
-                        "include waits, so waits read low until an idle tick refreshes it; or set idle_probe_us",
-                        device, busy_field(window), "unknown" if busy0 is None else f"{busy0:.3f}",
-                        float(cfg["idle_busy_max"]), start_us)
+        if busy0 is None:
+            log.warning("%s: no busy field to check that the device is idle at agent start: the idle reference "
+                        "%.1f us may include waits; or set idle_probe_us", device, start_us)
     idle_ticks = collections.deque(maxlen=int(cfg["idle_window"]))
     ref_us, ref_src = idle_reference(float(cfg["idle_probe_us"]), start_us, start_idle, idle_ticks)
     for f, v in (fixed or {}).items():

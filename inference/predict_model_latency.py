@@ -20,6 +20,7 @@ set. It replaces the fitted beta_us * u; absent or older than probe.max_age_s, t
 DCGM-only, with a warning naming the field. The JSON's wait_source says which one was used.
 """
 import json
+import math
 import sys
 import time
 import warnings
@@ -27,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import numpy as np  # noqa: E402
 import requests  # noqa: E402
 
 from utils import paths  # noqa: E402
@@ -35,7 +37,11 @@ from utils.errors import HaseError, run_main  # noqa: E402
 from utils.logger import get_logger  # noqa: E402
 from utils.ort_session import device_slug, provenance, resolve_device  # noqa: E402
 
-DEFAULTS = {"device": "auto", "predictor_dir": "", "timeline_model": "", "pin_dims": {}, "seed": 0, "sample_s": 0.5,
+DEFAULTS = {"device": "auto", "predictor_dir": "", "timeline_model": "", "pin_dims": {}, "seed": 0,
+            # local sampling: at least sample_s, then until the busy field's standard error over SAMPLE_CHUNK_S
+            # windows is <= sample_busy_se (a fraction), at most sample_max_s (one 0.5 s CPU sample swung a
+            # prediction 0.96 -> 3.25 ms)
+            "sample_s": 1.0, "sample_max_s": 5.0, "sample_busy_se": 0.02,
             "prometheus": {"url": "", "selector": 'gpu="0"', "lookback_s": 30, "queries": {}}, "top_kernels": 15,
             "probe": {"max_age_s": 60.0, "idle_probe_us": 0.0, "local_ms": 200.0},
             # the session the user will run: ORT's defaults unless told otherwise
@@ -52,11 +58,15 @@ def load_from_file(path) -> dict:
     if not isinstance(data, dict):
         raise HaseError("metrics snapshot must be a JSON object {field: value}", path)
     data = data.get("metrics", data)
+    if not isinstance(data, dict):
+        raise HaseError("metrics snapshot's 'metrics' must be a JSON object {field: value}", path)
     out = {}
     for k, v in data.items():
         try:
+            if isinstance(v, (dict, list)):
+                raise TypeError
             out[k[len(BG):] if k.startswith(BG) else k] = float(v)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise HaseError(f"field '{k}' is not a number", path)
     return out
 
@@ -94,7 +104,7 @@ def load_from_prometheus(pcfg: dict, fields: list, optional=()) -> dict:
         if v is None:
             raise HaseError(f"Prometheus at {url} has no series for '{f}' ({q}); pass --metrics-file instead")
         if v != v:  # NaN
-            raise HaseError(f"Prometheus at {url} returned NaN for '{f}'; pass --metrics-file instead")
+            raise HaseError(f"Prometheus at {url} returned NaN (not measured) for '{f}'; pass --metrics-file instead")
         out[f] = v
     for f in optional:
         q = pcfg["queries"].get(f)
@@ -104,14 +114,56 @@ def load_from_prometheus(pcfg: dict, fields: list, optional=()) -> dict:
     return out
 
 
-def load_local(device: str, fields: list, seconds: float) -> dict:
-    from benchmark.gpu_metrics import make_source, snapshot
+SAMPLE_CHUNK_S = 0.25   # local sampling reads the busy field in windows this long to judge its noise
+
+
+def sampled_enough(busy: list, elapsed_s: float, cfg: dict) -> tuple:
+    """(stop?, standard error of the mean busy fraction) after len(busy) chunk windows over elapsed_s: not before
+    sample_s; then once the standard error is <= sample_busy_se (chunks taken as independent); at sample_max_s in
+    any case. No busy field (None): stop at sample_s."""
+    if elapsed_s < float(cfg["sample_s"]):
+        return False, math.nan
+    vals = [b for b in busy if b is not None]
+    if len(vals) < 2:
+        return True, math.nan
+    se = float(np.std(vals, ddof=1) / math.sqrt(len(vals)))
+    return se <= float(cfg["sample_busy_se"]) or elapsed_s >= float(cfg["sample_max_s"]), se
+
+
+def load_local(device: str, fields: list, cfg: dict) -> tuple:
+    """(mean of each field over the sampled window, what the window was: its length, chunks, busy field and
+    standard error), sampling as long as sampled_enough() asks."""
+    from benchmark.gpu_metrics import busy_reading, make_source
     src = make_source({"source": "nvml" if device == "cuda" else "psutil", "fields": list(fields)}, device)
     src.start()
     try:
-        return snapshot(src, seconds)
+        t0 = last = time.time()
+        busy, field = [], None
+        while True:
+            time.sleep(SAMPLE_CHUNK_S)
+            now = time.time()
+            field, _, frac = busy_reading(src.window(last, now))
+            busy.append(frac)
+            last = now
+            done, se = sampled_enough(busy, now - t0, cfg)
+            if done:
+                break
+        got = src.window(t0, last)
     finally:
         src.stop()
+    return got, {"load_window_s": last - t0, "load_windows": len(busy), "load_busy_field": field,
+                 "load_busy_se": se}
+
+
+def describe_window(w: dict) -> str:
+    """'local sampling over 2.25 s (9 windows of 0.25 s; CPU_UTIL_PCT standard error 1.1 % points)'."""
+    from benchmark.gpu_metrics import BUSY_FIELDS, FIELD_SPECS
+    out = f"local sampling over {w['load_window_s']:.2f} s ({w['load_windows']} windows of {SAMPLE_CHUNK_S:g} s"
+    f = w.get("load_busy_field")
+    if f and w["load_busy_se"] == w["load_busy_se"]:
+        se = w["load_busy_se"] / dict(BUSY_FIELDS)[f]
+        out += f"; {f} standard error {se:.2g} {FIELD_SPECS[f].unit}"
+    return out + ")"
 
 
 def probe_local(device: str, pcfg: dict) -> dict:
@@ -142,23 +194,44 @@ def launch_wait(got: dict, where: str, max_age_s: float, now: float) -> tuple:
                   "launch_wait_age_s": age}, None
 
 
+def check_snapshot(got: dict, where) -> None:
+    """Every known field of a load snapshot is checked against FIELD_SPECS, whether this predictor reads it or not
+    (97 for a 0-1 ratio says the exporter is misconfigured: the fields it does read are suspect too); the names
+    of unknown fields (a typo, another exporter's metric) come in one UnknownFieldWarning."""
+    from benchmark.gpu_metrics import FIELD_SPECS, check_value
+    for f, v in got.items():
+        if f in FIELD_SPECS:
+            check_value(f, v, where)
+    unknown = sorted(f for f in got if f not in FIELD_SPECS)
+    if unknown:
+        warnings.warn(UnknownFieldWarning(f"{where}: unknown load field{'s' if len(unknown) > 1 else ''} "
+                                          f"{', '.join(unknown)} (not in gpu_metrics.FIELD_SPECS): ignored"))
+
+
+class UnknownFieldWarning(UserWarning):
+    """A load snapshot names a field Hase does not know."""
+
+
 def current_load(cfg: dict, device: str, fields: list, metrics_file=None) -> tuple:
     """(load {bg_field: value} with bg_HASE_LAUNCH_WAIT_US when usable, source, wait info, warning or None)."""
+    window = {}   # local sampling: how long it sampled (load_window_s, ...), into the prediction's JSON
     if metrics_file:
         got, src = load_from_file(metrics_file), f"file {metrics_file}"
     elif cfg["prometheus"]["url"]:
         got, src = (load_from_prometheus(cfg["prometheus"], fields, optional=(WAIT, AGE, TS)),
                     f"prometheus {cfg['prometheus']['url']}")
     else:
-        got = load_local(device, fields, cfg["sample_s"])
+        got, window = load_local(device, fields, cfg)
         got.update(probe_local(device, cfg["probe"]))  # after the window, so the window does not see it
-        src = "local sampling"
+        src = describe_window(window)
     from benchmark.gpu_metrics import check_value
     where = metrics_file if metrics_file else src
+    check_snapshot(got, where)
     missing = [f for f in fields if f not in got]
     if missing:
         raise HaseError(f"load field '{missing[0]}' needed by the predictor is missing", where)
     wait, info, warning = launch_wait(got, where, float(cfg["probe"]["max_age_s"]), time.time())
+    info.update(window)
     if warning and not metrics_file and not cfg["prometheus"]["url"] and float(cfg["probe"]["idle_probe_us"]) <= 0:
         warning += "; set probe.idle_probe_us to run the probe here"
     # NaN or out of range (97 for a 0-1 ratio) is an error, never read as idle or clamped
@@ -311,18 +384,40 @@ def check_provenance(manifest_meta: dict, device: str, log) -> None:
             log.warning("predictor trained with %s=%s, this machine has %s: predictions may be off", key, theirs, mine)
 
 
+def spread_words(res: dict) -> str:
+    """The p10-p90 part of the headline: measured across fresh sessions, the time-slicing mixture of runs, or
+    'no spread measured for this machine' (a timeline model fitted without repeated sessions)."""
+    measured = not str(res.get("spread_source", "none")).startswith("none")
+    mixture = res.get("interference_model") == "run_share" and res["neighbour_busy"] > 0
+    rng = f"{res['p10_ms']:.3f}-{res['p90_ms']:.3f} ms"
+    if measured:
+        return f"p10-p90 across {'runs and fresh sessions' if mixture else 'fresh sessions'} {rng}"
+    if res["p90_ms"] > res["p10_ms"]:
+        return f"p10-p90 across runs (time slicing) {rng}; no session-to-session spread measured for this machine"
+    return "no spread measured for this machine"
+
+
 def format_prediction(res: dict, top: int) -> str:
     if res["method"] == "sum":
         lines = [f"{res['model']}: predicted session.run = {res['total_ms']:.3f} ms (Σ of {res['n_kernels']} "
                  f"kernels; no fitted timeline model: run evaluator.py --fit)"]
         ks = sorted(res["kernels"], key=lambda k: -k["predicted_ms"])[:top]
         lines += [f"  {k['id']:32s} {k['predicted_ms']:9.4f} ms" for k in ks]
-    else:
-        across = ("runs and fresh sessions" if res.get("interference_model") == "run_share" and res["neighbour_busy"] > 0
-                  else "fresh sessions")
+    elif res["device"] == "cpu":   # CPU EP: one thread runs the nodes in order; no GPU, stream, copies or launches
+        wait = res.get("wait_source", DCGM_ONLY)
         lines = [f"{res['model']}: predicted session.run = {res['total_ms']:.3f} ms ({res['statistic']}; "
-                 f"p10-p90 across {across} {res['p10_ms']:.3f}-{res['p90_ms']:.3f} ms) "
-                 f"under the current load "
+                 f"{spread_words(res)}) under the current load ({res['idle_ms']:.3f} ms at idle; "
+                 f"CPU neighbours busy {res['neighbour_busy']:.2f})",
+                 f"  {res['n_kernels']} nodes on the CPU EP: compute Σ {res['gpu_sum_ms']:.3f} ms, per-node "
+                 f"overhead Σ {res['host_sum_ms']:.3f} ms (at idle)",
+                 f"  scheduling wait per node behind CPU neighbours {res['launch_wait_used_us']:.1f} us ("
+                 + ("none measured: no launch-wait probe value" if wait == DCGM_ONLY else wait) + ")",
+                 f"  {'node':32s} {'overhead_us':>11s} {'compute_us':>10s}"]
+        ks = sorted(res["kernels"], key=lambda k: -(k["gpu_us"] + k["host_us"]))[:top]
+        lines += [f"  {k['id']:32s} {k['host_us']:11.1f} {k['gpu_us']:10.1f}" for k in ks]
+    else:
+        lines = [f"{res['model']}: predicted session.run = {res['total_ms']:.3f} ms ({res['statistic']}; "
+                 f"{spread_words(res)}) under the current load "
                  f"({res['idle_ms']:.3f} ms at idle; neighbour busy {res['neighbour_busy']:.2f}, "
                  f"clock ratio {res['clock_ratio']:.2f})",
                  f"  {res['n_kernels']} kernels: host dispatch Σ {res['host_sum_ms']:.3f} ms, GPU Σ "
@@ -337,8 +432,27 @@ def format_prediction(res: dict, top: int) -> str:
         ks = sorted(res["kernels"], key=lambda k: -max(k["gpu_us"], k["host_us"]))[:top]
         lines += [f"  {k['id']:32s} {k['host_us']:9.1f} {k['gpu_us']:9.1f}" for k in ks]
     if len(res["kernels"]) > top:
-        lines.append(f"  ... {len(res['kernels']) - top} more kernels")
+        lines.append(f"  ... {len(res['kernels']) - top} more {'nodes' if res['device'] == 'cpu' else 'kernels'}")
+    if res.get("load_source"):
+        lines.append(f"  load from {res['load_source']}")
     return "\n".join(lines)
+
+
+def idle_above_loaded(res: dict, model) -> str:
+    """A warning when the prediction at idle exceeds the one under the current load by more than the spread (p90 -
+    p10; 2% of the idle figure where none was measured): the timeline model's idle reference was itself taken
+    under load. None otherwise."""
+    if res["method"] != "timeline":
+        return None
+    tol = max(res["p90_ms"] - res["p10_ms"], 0.02 * res["idle_ms"])
+    if res["idle_ms"] - res["total_ms"] <= tol:
+        return None
+    from benchmark.gpu_metrics import busy_reading
+    field, value, _ = busy_reading((model or {}).get("idle_load", {}), BG)
+    ref = f" (its idle_load has {BG}{field} = {value:.3g})" if field else ""
+    return (f"the idle prediction {res['idle_ms']:.3f} ms exceeds the one under the current load {res['total_ms']:.3f} "
+            f"ms by more than the spread ({tol:.3f} ms): the timeline model's idle reference was measured under "
+            f"load{ref}; fit it again on an idle machine")
 
 
 def main() -> int:
@@ -388,7 +502,11 @@ def main() -> int:
         wait_info, wait_warning = {"wait_source": DCGM_ONLY}, None
         log.warning("no load source for %s (--metrics-file or prometheus.url): predicting at idle", slug)
     else:
-        load, src, wait_info, wait_warning = current_load(cfg, device, fields, args.metrics_file)
+        with warnings.catch_warnings(record=True) as caught:   # unknown fields of the snapshot: one warning
+            warnings.simplefilter("always")
+            load, src, wait_info, wait_warning = current_load(cfg, device, fields, args.metrics_file)
+        for w in caught:
+            log.warning("%s", w.message)
     if wait_warning:
         log.warning("%s", wait_warning)
     if model and model.get("threads"):
@@ -425,6 +543,9 @@ def main() -> int:
         print(f"# {slug}, CUDA EP: graph analysed offline (no CUDA EP here; ort_analysis/offline_cuda.py, "
               f"{'claimed' if record['offline']['claimed'] else 'NOT claimed'})")
     print(format_prediction(res, cfg["top_kernels"]))
+    odd = idle_above_loaded(res, model)
+    if odd:
+        log.warning("%s", odd)
     if args.trace:
         if model is None:
             raise HaseError("a trace needs the fitted timeline model (evaluator.py --fit)", mpath)

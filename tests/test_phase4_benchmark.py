@@ -38,8 +38,10 @@ from utils.ort_session import make_session  # noqa: E402
 from helpers import free_port, start_prometheus, wait_for_series  # noqa: E402
 
 PY = sys.executable
+# idle_busy_max=1: these tests are not about the idle reference (test_reliability.py is), and the suite must pass
+# on a loaded machine, where level 0 would otherwise be refused
 FAST = ["--device", "cpu", "--set", "settle_s=0.2", "--set", "runner.budget_ms=20", "--set", "runner.warmup=3",
-        "--set", "bg_sample_ms=40", "--set", "profile_runs=2"]
+        "--set", "bg_sample_ms=40", "--set", "profile_runs=2", "--set", "idle_busy_max=1"]
 
 
 # ---- fixtures and helpers ------------------------------------------------------------------------
@@ -246,7 +248,7 @@ def test_session_statistics_exact(p4_home, monkeypatch):
 # every load process: the plan's stressor, each co-runner and the node agent (start expression)
 LOAD_STARTS = [("stressor", 'Stressor(0.5, "matmul", "cpu")')] + \
               [(n, f'start_corunner({n!r}, 0.3, "cpu")') for n in sorted(CORUNNERS)] + \
-              [("node_agent", 'NodeAgent("cpu", 0, ["idle_check_s=0.1", "idle_budget_ms=20", "warmup=2"])')]
+              [("node_agent", 'NodeAgent("cpu", 0, ["idle_check_s=0.1", "idle_budget_ms=20", "warmup=2", "idle_busy_max=1"])')]
 
 
 @pytest.mark.parametrize("name,start", LOAD_STARTS)
@@ -402,8 +404,10 @@ def test_prometheus_unreachable_names_url():
 def test_metric_value_ranges(field, good, bad):
     for v in good:
         assert gpu_metrics.check_value(field, v) == v
-    for v in bad:
-        with pytest.raises(HaseError, match=rf"field '{field}' = {v:g} is out of range \(expected "):
+    for v in bad:  # NaN is named as such: a reading that did not happen, not one outside the range
+        said = rf"field '{field}' is NaN \(not measured; expected " if math.isnan(v) else \
+            rf"field '{field}' = {v:g} is out of range \(expected "
+        with pytest.raises(HaseError, match=said):
             gpu_metrics.check_value(field, v, "snap.json")
     with pytest.raises(HaseError, match=f"field '{field}' = 'busy' is not a number"):
         gpu_metrics.check_value(field, "busy")
@@ -456,8 +460,9 @@ def test_predictor_load_rejects_bad_values(tmp_path, prometheus_api, busy):
     got = current_load(DEFAULTS, "cuda", fields, snap)[0]
     assert got == {"bg_DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.4, "bg_DCGM_FI_DEV_SM_CLOCK": 1980.0}
     snap.write_text(json.dumps({"bg_DCGM_FI_PROF_GR_ENGINE_ACTIVE": busy, "DCGM_FI_DEV_SM_CLOCK": 1980}))
-    with pytest.raises(HaseError, match=rf"^{snap}: field 'DCGM_FI_PROF_GR_ENGINE_ACTIVE' = {busy:g} is out of "
-                                        r"range \(expected ratio in \[0, 1\]\)$"):
+    said = "is NaN \\(not measured; " if math.isnan(busy) else f"= {busy:g} is out of range \\("
+    with pytest.raises(HaseError, match=rf"^{snap}: field 'DCGM_FI_PROF_GR_ENGINE_ACTIVE' {said}"
+                                        r"expected ratio in \[0, 1\]\)$"):
         current_load(DEFAULTS, "cuda", fields, snap)
     url, values = prometheus_api
     cfg = dict(DEFAULTS, prometheus=dict(DEFAULTS["prometheus"], url=url, queries={f: f for f in fields}))
@@ -702,7 +707,8 @@ def test_busy_item_raises_window_not_background(p4_home, p4_kernels):
         wait_for_headroom(min(deadline, time.time() + 10))
         r = collector(p4_home, "--device", "cpu", "--set", "stress_levels=[0]", "--set", f"kernel_glob={heavy}",
                       "--set", "models_glob=", "--set", "modes=[e2e]", "--set", "runner.budget_ms=400",
-                      "--set", "bg_sample_ms=300", "--set", "settle_s=0", "--set", f"out=busy{attempt}")
+                      "--set", "bg_sample_ms=300", "--set", "settle_s=0", "--set", "idle_busy_max=1",
+                      "--set", f"out=busy{attempt}")
         assert r.returncode == 0, r.stderr
         (row,) = rows(results(p4_home, f"busy{attempt}") / "kernels.csv")
         assert "latency_device_ms_median" not in row
@@ -711,6 +717,9 @@ def test_busy_item_raises_window_not_background(p4_home, p4_kernels):
         if window - bg > min(20.0, (100.0 - bg) / 2):
             return
         attempt += 1
+    if all(bg >= 98.0 for _, bg in seen):   # other jobs held every core throughout: no free share to take
+        pytest.skip(f"no free CPU share in any of {len(seen)} attempts over 240 s (bg_CPU_UTIL_PCT >= 98): "
+                    f"a machine-wide metric cannot show the item here")
     pytest.fail(f"window CPU_UTIL_PCT never took half the free CPU share above bg: {seen}")
 
 

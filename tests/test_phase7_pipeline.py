@@ -20,9 +20,13 @@ def run(args, home, check=True, timeout=900):
 @pytest.fixture(scope="module")
 def home(tmp_path_factory):
     h = tmp_path_factory.mktemp("pipe")
-    p = run(["-m", "utils.pipeline", "--device", "cpu"], h)
+    # --idle-busy-max 1: the suite must pass on a loaded machine; refusing a busy baseline is test_reliability's
+    p = run(["-m", "utils.pipeline", "--device", "cpu", "--idle-busy-max", "1"], h)
     assert "pipeline done on cpu" in p.stdout
+    written = sorted(str(f.relative_to(h)) for f in h.rglob("*") if f.is_file())   # before the tests add theirs
     (h / "pipeline_stderr.txt").write_text(p.stderr)  # what the main job's log gets (not a TTY)
+    (h / "pipeline_stdout.txt").write_text(p.stdout)
+    (h / "pipeline_files.txt").write_text("\n".join(written) + "\n")
     return h
 
 
@@ -303,14 +307,15 @@ def test_missing_model_is_one_line_before_any_load(home, tmp_path):
     assert p.stderr.strip().splitlines()[-1] == f"error: {missing}: file not found"
 
 
-@pytest.mark.parametrize("value, shown", [(float("nan"), "nan"), (150.0, "150"), (-5.0, "-5")])
+@pytest.mark.parametrize("value, shown", [(float("nan"), "is NaN (not measured; "), (150.0, "= 150 is out of range ("),
+                                          (-5.0, "= -5 is out of range (")])
 def test_metrics_file_value_out_of_range(home, tmp_path, value, shown):
     snap = tmp_path / "snap.json"
     snap.write_text(json.dumps({"CPU_UTIL_PCT": value, "CPU_FREQ_MHZ": 2000, "MEM_USED_MB": 4000, "LOAD_AVG_1M": 0.3}))
     p = _predict(home, "--metrics-file", str(snap), check=False)
     assert p.returncode == 2
     assert p.stderr.strip().splitlines()[-1] == \
-        f"error: {snap}: field 'CPU_UTIL_PCT' = {shown} is out of range (expected % in [0, 100])"
+        f"error: {snap}: field 'CPU_UTIL_PCT' {shown}expected % in [0, 100])"
 
 
 def test_predictor_for_another_ep_is_refused(home, tmp_path):
@@ -425,3 +430,121 @@ def test_the_timeline_model_names_its_predictor(home, tmp_path):
     p = _predict(home, "--set", f"timeline_model={tl}", check=False)
     last = p.stderr.strip().splitlines()[-1]
     assert p.returncode == 2 and last.startswith("error:") and "never_built" in last and "not built" in last
+
+
+# ---- issue 26 on the main job's output --------------------------------------------------------------------
+def test_evaluator_fit_refuses_an_idle_reference_under_load(home, tmp_path):
+    """Item 1: the timeline fit's idle cases measured next to a 97%-busy neighbour are refused, naming the field,
+    its value and the threshold (the clean clone's fit took bg_CPU_UTIL_PCT = 96.8 as its idle load)."""
+    import pandas as pd
+    res = slug_dir(home / "benchmark" / "results")
+    d = tmp_path / res.name
+    d.mkdir()
+    m = pd.read_csv(res / "models.csv")
+    m.loc[m["stress_level"] == 0, "bg_CPU_UTIL_PCT"] = 96.8
+    m.to_csv(d / "models.csv", index=False)
+    shutil.copy(res / "node_times.csv", d / "node_times.csv")
+    before = (home / "inference" / "results" / res.name / "timeline_model.json").read_bytes()
+    p = run(["evaluator.py", "--device", "cpu", "--from-csv", str(d / "models.csv"), "--fit", "--out",
+             str(tmp_path / "ev")], home, check=False)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    n_idle = int((m["stress_level"] == 0).sum())
+    assert p.stderr.strip().splitlines()[-1] == (
+        f"error: {d / 'models.csv'}: the idle cases of the fit were measured under load: bg_CPU_UTIL_PCT = 96.8 % "
+        f"(median of {n_idle} idle cases) > 10 % (idle_busy_max 0.1); measure stress level 0 again on an idle "
+        f"machine, or raise idle_busy_max")
+    assert (home / "inference" / "results" / res.name / "timeline_model.json").read_bytes() == before
+
+
+def test_prediction_idle_above_loaded_is_a_warning(home, tmp_path):
+    """Item 1: a timeline model whose idle reference was taken under load predicts 'idle' slower than loaded:
+    the prediction says so. Item 9: CPU EP words, and no invented spread."""
+    res = slug_dir(home / "benchmark" / "results")
+    model = json.loads((home / "inference" / "results" / res.name / "timeline_model.json").read_text())
+    model["idle_load"]["bg_CPU_UTIL_PCT"] = 96.8
+    model["params"]["alpha"] = max(model["params"]["alpha"], 1.0)   # the load matters, as on the clean clone
+    model.pop("spread", None)
+    bad = tmp_path / "timeline_model.json"
+    bad.write_text(json.dumps(model))
+    snap = tmp_path / "snap.json"
+    snap.write_text(json.dumps(dict(CPU_SNAP, CPU_UTIL_PCT=2.0)))
+    p = _predict(home, "--metrics-file", str(snap), "--set", f"timeline_model={bad}")
+    warn = [ln for ln in p.stderr.splitlines() if "exceeds the one under the current load" in ln]
+    assert len(warn) == 1 and "its idle_load has bg_CPU_UTIL_PCT = 96.8" in warn[0], p.stderr
+    for gpu_word in ("GPU Σ", "launches onto an idle stream", "across fresh sessions"):
+        assert gpu_word not in p.stdout, p.stdout
+    assert "no spread measured for this machine" in p.stdout and "nodes on the CPU EP: compute Σ" in p.stdout
+    assert "load from file" in p.stdout
+    model["idle_load"]["bg_CPU_UTIL_PCT"] = 1.0   # a sound reference: no warning
+    bad.write_text(json.dumps(model))
+    p = _predict(home, "--metrics-file", str(snap), "--set", f"timeline_model={bad}")
+    assert "exceeds the one under the current load" not in p.stderr
+
+
+def test_local_sampling_names_its_window(home, tmp_path):
+    """Item 2: local sampling averages over at least sample_s (1 s), longer while the busy field is noisy, and
+    the output names the window."""
+    out = tmp_path / "pred.json"
+    p = _predict(home, "--json", str(out))
+    res = json.loads(out.read_text())
+    assert 1.0 <= res["load_window_s"] <= 5.0 + 1.0 and res["load_windows"] >= 4
+    assert res["load_busy_field"] == "CPU_UTIL_PCT"
+    line = [ln for ln in p.stdout.splitlines() if ln.startswith("  load from local sampling over ")]
+    assert len(line) == 1 and "windows of 0.25 s; CPU_UTIL_PCT standard error" in line[0], p.stdout
+
+
+@pytest.mark.parametrize("field, value, said", [
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 97, "= 97 is out of range (expected ratio in [0, 1])"),
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", -5, "= -5 is out of range (expected ratio in [0, 1])"),
+    ("bg_DCGM_FI_DEV_SM_CLOCK", 0, "= 0 is out of range (expected MHz > 0)"),
+])
+def test_metrics_file_known_fields_checked_even_unread(home, tmp_path, field, value, said):
+    """Item 5: the CPU predictor does not read DCGM fields, but a snapshot holding 97 for a ratio is wrong."""
+    snap = tmp_path / "snap.json"
+    snap.write_text(json.dumps({**CPU_SNAP, field: value}))
+    p = _predict(home, "--metrics-file", str(snap), check=False)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    name = field.removeprefix("bg_")
+    assert p.stderr.strip().splitlines()[-1] == f"error: {snap}: field '{name}' {said}"
+
+
+def test_metrics_file_unknown_fields_named_in_one_warning(home, tmp_path):
+    snap = tmp_path / "snap.json"
+    snap.write_text(json.dumps({**CPU_SNAP, "FOO_BAR": 1, "bg_BAZ": 2}))
+    p = _predict(home, "--metrics-file", str(snap))
+    warn = [ln for ln in p.stderr.splitlines() if "unknown load field" in ln]
+    assert warn == [f"WARNING hase.inference: {snap}: unknown load fields BAZ, FOO_BAR (not in "
+                    f"gpu_metrics.FIELD_SPECS): ignored"], p.stderr
+
+
+def test_fits_labelled_and_the_saved_one_logged(home):
+    """Item 10: each timeline fit in the log says which it is; the constants logged just before 'written' are
+    the saved ones. Item 8: a CPU EP fit holds kappa at 0, and the leave-one-architecture-out lines say what
+    they were refitted on."""
+    res = slug_dir(home / "benchmark" / "results")
+    saved = json.loads((home / "inference" / "results" / res.name / "timeline_model.json").read_text())
+    log = (home / "pipeline_stderr.txt").read_text().splitlines()
+    fits = [ln for ln in log if "hase.evaluator: timeline model" in ln and "bound" not in ln]
+    assert any("(all training architectures): c0_us=" in ln for ln in fits)
+    assert any("(leave-one-architecture-out refit without mobilenet_v2, not saved): c0_us=" in ln for ln in fits)
+    i = next(i for i, ln in enumerate(log) if "timeline model written to" in ln)
+    assert log[i - 1].split("hase.evaluator: ")[1] == "timeline model saved (all training architectures): " + \
+        ", ".join(f"{k}={v:.4g}" for k, v in saved["params"].items())
+    assert saved["params"]["kappa"] == 0 and "kappa" not in saved["fitted"]
+    assert not {"copy_scale", "beta_us"} & set(saved["fitted"])
+    out = (home / "pipeline_stdout.txt").read_text().splitlines()
+    loao = [ln for ln in out if "leave-one-architecture-out " in ln and "MAPE" in ln]
+    assert len(loao) == 2 and all("constants refitted on 1 other architecture" in ln and "indicative only" in ln
+                                  for ln in loao), loao
+
+
+def test_main_job_output_is_ignored_by_git(home):
+    """Item 11: nothing the main job writes would be an untracked file in the clone (HASE_HOME = the clone)."""
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git clone")
+    written = (home / "pipeline_files.txt").read_text().split()
+    assert any(w.startswith("benchmark/results/") for w in written)
+    r = subprocess.run(["git", "check-ignore", "--no-index", "--stdin", "-v", "-n"], cwd=REPO, input="\n".join(written),
+                       capture_output=True, text=True)
+    not_ignored = [ln.split("\t", 1)[1] for ln in r.stdout.splitlines() if ln.startswith("::")]
+    assert not not_ignored, not_ignored

@@ -2,11 +2,15 @@
 
 Keys are nested; --set takes dotted keys (--set runner.loops=100) and YAML values
 (--set batch_sizes=[1,2]). A key that the defaults do not have is an error, wherever it
-comes from. The resolved config is saved beside the phase's outputs.
+comes from. Every value is checked against its default's type and range as it is merged
+(check_value: a number for a number, >= 0 where the default is, finite; true/false for a bool; a
+list or mapping for one), so a bad value is one line naming the key, the value and what is expected.
+The resolved config is saved beside the phase's outputs.
 """
 import argparse
 import copy
 import json
+import math
 from pathlib import Path
 
 import yaml
@@ -31,6 +35,64 @@ def base_parser(description: str, phase_dir: str, config_name: str = "config.yam
 FREE_MAPS = {"queries", "pin_dims", "gpus"}
 
 
+def _expected(default) -> str:
+    if isinstance(default, bool):
+        return "true or false"
+    if isinstance(default, (int, float)):
+        return "a number >= 0" if default >= 0 else "a number"
+    if isinstance(default, str):
+        return "a string"
+    if isinstance(default, list):
+        kinds = {_kind(x) for x in default}
+        return f"a list of {kinds.pop()}s" if len(kinds) == 1 and default else "a list"
+    return "a mapping"
+
+
+def _kind(x) -> str:
+    if isinstance(x, bool):
+        return "bool"
+    if isinstance(x, (int, float)):
+        return "number"
+    return "string" if isinstance(x, str) else "other"
+
+
+def _number_ok(v, non_negative: bool) -> bool:
+    return (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            and (v >= 0 or not non_negative))
+
+
+def check_value(key: str, default, value, source: str):
+    """`value` for the config key whose default is `default`, if it has the default's type and range (a number
+    where the default is one, >= 0 where the default is, finite; a list whose items are numbers / strings where
+    the default's all are); else HaseError naming the key, the value and what is expected. A number given for
+    a string key becomes the string (--set out=2024). A default of None takes anything."""
+    if default is None:
+        return value
+    ok = True
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, (int, float)):
+        ok = _number_ok(value, default >= 0)
+    elif isinstance(default, str):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = str(value)
+        ok = isinstance(value, str)
+    elif isinstance(default, list):
+        kinds = {_kind(x) for x in default}
+        ok = isinstance(value, list)
+        if ok and kinds == {"number"}:
+            ok = all(_number_ok(x, min(default) >= 0) for x in value)
+        elif ok and kinds == {"string"}:
+            ok = all(isinstance(x, str) for x in value)
+    elif isinstance(default, dict):
+        ok = isinstance(value, dict)
+    if not ok:
+        shown = json.dumps(value, default=str) if not isinstance(value, float) else f"{value:g}"
+        raise HaseError(f"config key '{key}' = {shown[:80]} is not valid (expected {_expected(default)}, "
+                        f"like the default {json.dumps(default, default=str)[:40]})", source)
+    return value
+
+
 def _merge(base: dict, upd: dict, source: str, prefix: str = "") -> dict:
     for k, v in upd.items():
         key = f"{prefix}{k}"
@@ -46,7 +108,7 @@ def _merge(base: dict, upd: dict, source: str, prefix: str = "") -> dict:
         if isinstance(base[k], dict) and base[k] and isinstance(v, dict):
             _merge(base[k], v, source, key + ".")
         else:
-            base[k] = v
+            base[k] = check_value(key, base[k], v, source)
     return base
 
 

@@ -38,11 +38,15 @@ def load_model(path, load_weights: bool = True) -> onnx.ModelProto:
 
 
 def graph_input_dims(model: onnx.ModelProto) -> dict:
-    """{input name: [dim value or dim_param string or None]} for the real (non-initializer) inputs."""
+    """{input name: [dim value or dim_param string or None]} for the real (non-initializer) inputs; None for an
+    input whose shape the model does not declare (not a scalar: its rank is unknown)."""
     inits = {i.name for i in model.graph.initializer}
     out = {}
     for vi in model.graph.input:
         if vi.name in inits:
+            continue
+        if not vi.type.tensor_type.HasField("shape"):
+            out[vi.name] = None
             continue
         dims = []
         for d in vi.type.tensor_type.shape.dim:
@@ -53,14 +57,22 @@ def graph_input_dims(model: onnx.ModelProto) -> dict:
 
 def check_static(model: onnx.ModelProto, pin_dims: dict, path) -> dict:
     """Every input dim must be a number or a dim_param pinned by config (pin_dims)."""
+    for k, v in pin_dims.items():   # all of them: the session gets every one as a free-dimension override
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise HaseError(f"pin_dims.{k} must be a whole number > 0, got {str(v)[:40]!r}", path)
     resolved = {}
     for name, dims in graph_input_dims(model).items():
+        if dims is None:
+            raise HaseError(f"input '{name}' has no shape in the model (its rank is unknown): export it with "
+                            f"input shapes", path)
         shape = []
         for i, d in enumerate(dims):
             if isinstance(d, int) and d > 0:
                 shape.append(d)
             elif isinstance(d, str) and d in pin_dims:
-                shape.append(int(pin_dims[d]))
+                shape.append(pin_dims[d])
+            elif isinstance(d, int):
+                raise HaseError(f"input '{name}' dim {i} is {d}, not a size > 0", path)
             else:
                 raise HaseError(f"input '{name}' dim {i} is dynamic ({d or '?'}); pin it with "
                                 f"--set pin_dims.{d or 'NAME'}=N", path)

@@ -4,10 +4,13 @@
 --device cuda  CUDAExecutionProvider; if a CUDA session cannot really run, HaseError (never a fallback).
 --device auto  CUDA only when a probe session on CUDA runs and reports CUDA as its provider.
 """
+import contextlib
 import datetime
 import functools
+import logging
 import os
 import platform
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -46,11 +49,48 @@ def _providers(device: str, device_id: int = 0, cuda_options=None):
     return ["CPUExecutionProvider"]
 
 
+@contextlib.contextmanager
+def stderr_to_debug_log(name: str):
+    """What native code (ORT's own logger) writes to stderr meanwhile goes to logs/<name>.log and the debug log,
+    not the console: the CUDA probe on a machine without a GPU prints ORT's errors about missing CUDA libraries,
+    which are the expected answer there, not the user's problem."""
+    import sys
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr to redirect
+        yield
+        return
+    with tempfile.TemporaryFile() as tmp:
+        sys.stderr.flush()
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            text = tmp.read().decode(errors="replace")
+        if text.strip():
+            from utils import paths
+            logging.getLogger("hase.ort_session").debug("%s: %s", name, text.strip())
+            try:
+                paths.atomic_write_text(paths.logs_dir() / f"{name}.log", text)
+            except OSError:  # read-only checkout: the debug logger still has it
+                pass
+
+
 @functools.lru_cache(maxsize=None)
 def cuda_probe(device_id: int = 0):
-    """(ok, reason): build a one-node model and run it on CUDA EP."""
+    """(ok, reason): build a one-node model and run it on CUDA EP. ORT's log of the probe goes to
+    logs/cuda_probe.log (stderr_to_debug_log)."""
     if "CUDAExecutionProvider" not in ort.get_available_providers():
         return False, f"onnxruntime {ort.__version__} has no CUDAExecutionProvider (install onnxruntime-gpu)"
+    with stderr_to_debug_log("cuda_probe"):
+        return _cuda_probe_session(device_id)
+
+
+def _cuda_probe_session(device_id: int):
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])
     g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "probe", [x], [y])

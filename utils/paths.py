@@ -167,5 +167,5 @@ def read_json(path, what: str):
         if str(path).endswith(".xz"):  # ... or all of a device's records in one xz JSON
             return json.loads(lzma.decompress(Path(path).read_bytes()))
         return json.loads(Path(path).read_text())
-    except (OSError, EOFError, lzma.LZMAError, json.JSONDecodeError) as e:
+    except (OSError, EOFError, lzma.LZMAError, json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
         raise HaseError(f"not a readable {what} ({type(e).__name__})", path)

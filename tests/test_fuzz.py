@@ -1,0 +1,215 @@
+"""Issue 26 item 13: property-based inputs (hypothesis) for the ONNX loader, the metrics-file parser and the config
+resolver. Every input ends in a result or a HaseError (one line: run_main prints it and exits 2), never another
+exception (a traceback). A few of the shrunk cases are also run as scripts, for the exit code.
+
+The loader is the real chain a prediction runs on a model file (fusion_detector.build_record: onnx.load, the
+static-shape check, an ORT CPU session writing the optimized graph, one profiled run); the metrics file goes
+through predict_model_latency.current_load with the CPU predictor's fields; the config through
+utils.config.resolve with the predictor's own defaults.
+"""
+import json
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from utils.errors import HaseError  # noqa: E402
+
+PY = sys.executable
+FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                         HealthCheck.too_slow])
+CPU_FIELDS = ["CPU_UTIL_PCT", "CPU_FREQ_MHZ", "MEM_USED_MB", "LOAD_AVG_1M"]
+
+
+def one_line(e: HaseError) -> None:
+    msg = str(e)
+    assert msg and "\n" not in msg and "Traceback" not in msg
+
+
+# ---- the ONNX loader ------------------------------------------------------------------------------------------
+def tiny_model(dims, op: str = "Relu", with_shape: bool = True, second_input: bool = False) -> bytes:
+    from onnx import TensorProto, helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, dims if with_shape else None)
+    inputs, nodes = [x], []
+    if op == "Add" and second_input:
+        inputs.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, dims if with_shape else None))
+        nodes.append(helper.make_node("Add", ["x", "z"], ["y"], name="n0"))
+    elif op == "Add":
+        nodes.append(helper.make_node("Add", ["x", "x"], ["y"], name="n0"))
+    else:
+        nodes.append(helper.make_node(op, ["x"], ["y"], name="n0"))
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    m = helper.make_model(helper.make_graph(nodes, "fuzz", inputs, [y]), opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m.SerializeToString()
+
+
+def analyse(tmp: Path, data: bytes, pin_dims=None):
+    from ort_analysis.fusion_detector import build_record
+    p = tmp / "m.onnx"
+    p.write_bytes(data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return build_record(p, "cpu", {"pin_dims": pin_dims or {}, "seed": 0, "keep_small_values": 64})
+
+
+def loads_or_refuses(tmp: Path, data: bytes, pin_dims=None):
+    try:
+        rec = analyse(tmp, data, pin_dims)
+    except HaseError as e:
+        one_line(e)
+        return None
+    assert rec["kernels"] is not None and rec["device"] == "cpu"
+    return rec
+
+
+@pytest.fixture
+def fuzz_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("HASE_HOME", str(tmp_path / "home"))
+    return tmp_path
+
+
+@FUZZ
+@given(data=st.binary(max_size=300))
+@example(data=b"")
+@example(data=b"\x08\x07\x12\x00")             # parses as a ModelProto with an empty graph
+def test_loader_random_bytes(fuzz_home, data):
+    loads_or_refuses(fuzz_home, data)
+
+
+@FUZZ
+@given(cut=st.floats(0.0, 0.999))
+def test_loader_truncated_model(fuzz_home, cut):
+    good = tiny_model([1, 3, 4, 4])
+    loads_or_refuses(fuzz_home, good[:int(len(good) * cut)])
+
+
+DIM = st.one_of(st.integers(-2, 6), st.sampled_from(["N", "batch", "H", ""]), st.none())
+
+
+@FUZZ
+@given(dims=st.lists(DIM, max_size=4), op=st.sampled_from(["Relu", "Add", "Sigmoid", "Softmax"]),
+       with_shape=st.booleans(), second=st.booleans(),
+       pins=st.dictionaries(st.sampled_from(["N", "batch", "H", "W"]),
+                            st.one_of(st.integers(-1, 4), st.text(max_size=3), st.booleans()), max_size=3))
+@example(dims=["N", 3], op="Relu", with_shape=True, second=False, pins={})            # dynamic, not pinned
+@example(dims=[2, 3], op="Relu", with_shape=False, second=False, pins={})             # no shape at all
+@example(dims=["N", 3], op="Relu", with_shape=True, second=False, pins={"N": "two"})  # a pin that is no number
+def test_loader_valid_protobufs_missing_shapes_and_dynamic_dims(fuzz_home, dims, op, with_shape, second, pins):
+    try:
+        data = tiny_model(dims, op, with_shape, second)
+    except Exception:  # helper cannot build it (not an input case)
+        return
+    rec = loads_or_refuses(fuzz_home, data, pins)
+    pinned_ok = all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in pins.values())
+    static = with_shape and all((isinstance(d, int) and d > 0) or (isinstance(d, str) and d in pins) for d in dims)
+    if not with_shape or not pinned_ok or not static:
+        assert rec is None   # a shape the model does not give, a bad pin or an unpinned dynamic dim is refused
+
+
+def test_loader_cases_as_scripts(tmp_path):
+    """The same refusals from the CLI: one line, exit 2."""
+    cases = {"trunc.onnx": tiny_model([1, 3, 4, 4])[:20], "noshape.onnx": tiny_model([2, 3], with_shape=False),
+             "dyn.onnx": tiny_model(["N", 3]), "rand.onnx": os.urandom(64)}
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+        r = subprocess.run([PY, "ort_analysis/fusion_detector.py", "--device", "cpu", "--model", tmp_path / name],
+                           cwd=REPO, capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "HASE_HOME": str(tmp_path / "home")})
+        lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert lines[-1].startswith(f"error: {tmp_path / name}: "), r.stderr
+    r = subprocess.run([PY, "ort_analysis/fusion_detector.py", "--device", "cpu", "--model", tmp_path / "noshape.onnx"],
+                       cwd=REPO, capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "HASE_HOME": str(tmp_path / "home")})
+    assert "has no shape in the model" in r.stderr
+
+
+# ---- the metrics-file parser ---------------------------------------------------------------------------------
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                    max_leaves=8)
+FIELD = st.sampled_from(CPU_FIELDS + ["bg_CPU_UTIL_PCT", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_SM_CLOCK",
+                                      "HASE_LAUNCH_WAIT_US", "HASE_LAUNCH_WAIT_AGE_S", "FOO_BAR", "metrics"])
+VALUE = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10, 10 ** 400), st.text(max_size=5),
+                  st.booleans(), st.none(), st.lists(st.integers(), max_size=2))
+
+
+def parse_snapshot(path: Path):
+    from inference.predict_model_latency import DEFAULTS, current_load
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return current_load(DEFAULTS, "cpu", CPU_FIELDS, path)
+    except HaseError as e:
+        one_line(e)
+        return None
+
+
+@FUZZ
+@given(doc=st.one_of(JSON, st.dictionaries(FIELD, VALUE, max_size=6),
+                     st.dictionaries(st.just("metrics"), st.dictionaries(FIELD, VALUE, max_size=5), max_size=1)))
+def test_metrics_file_any_json(tmp_path, doc):
+    p = tmp_path / "snap.json"
+    p.write_text(json.dumps(doc, allow_nan=True))
+    got = parse_snapshot(p)
+    if got is not None:   # a result: every CPU field the predictor reads, each in its range
+        from benchmark.gpu_metrics import check_value
+        load = got[0]
+        assert set(load) >= {"bg_" + f for f in CPU_FIELDS}
+        for f in CPU_FIELDS:
+            check_value(f, load["bg_" + f])
+
+
+@FUZZ
+@given(data=st.binary(max_size=200))
+def test_metrics_file_any_bytes(tmp_path, data):
+    p = tmp_path / "snap.json"
+    p.write_bytes(data)
+    parse_snapshot(p)
+
+
+# ---- the config resolver -------------------------------------------------------------------------------------
+KEYS = st.sampled_from(["sample_s", "top_kernels", "io_binding", "pin_dims", "prometheus.url", "prometheus.queries",
+                        "probe.max_age_s", "probe", "seed", "nope", "", "a..b", "sample_s.x", "pin_dims.N"])
+RAW = st.one_of(st.text(max_size=12), st.sampled_from(["abc", "-1", ".nan", ".inf", "[1, 2]", "{a: 1}", "true", "~",
+                                                       "!!python/object:os.system ls", "&a [*a]", "'", "1e999"]))
+
+
+@FUZZ
+@given(sets=st.lists(st.one_of(st.builds(lambda k, v: f"{k}={v}", KEYS, RAW), st.text(max_size=10)), max_size=3),
+       yaml_text=st.one_of(st.none(), st.text(max_size=40),
+                           st.builds(lambda k, v: f"{k}: {v}\n", KEYS.filter(lambda k: "." not in k and k), RAW)))
+def test_config_resolver(tmp_path, sets, yaml_text):
+    from inference.predict_model_latency import DEFAULTS
+    from utils.config import resolve
+    path = None
+    if yaml_text is not None:
+        path = tmp_path / "c.yaml"
+        path.write_text(yaml_text)
+    try:
+        cfg = resolve(DEFAULTS, path, sets)
+    except HaseError as e:
+        one_line(e)
+        return
+    assert set(cfg) == set(DEFAULTS)   # a result keeps the defaults' keys, each of its default's type
+    for k in ("sample_s", "sample_max_s", "top_kernels"):
+        assert isinstance(cfg[k], (int, float)) and not isinstance(cfg[k], bool) and cfg[k] >= 0
+    assert isinstance(cfg["io_binding"], bool) and isinstance(cfg["pin_dims"], dict)
+
+
+def test_config_cases_as_scripts(tmp_path):
+    for sets in (["sample_s=abc"], ["a..b=1"], ["pin_dims.N=x"], ["=3"], ["probe=1"]):
+        r = subprocess.run([PY, "inference/predict_model_latency.py", "--device", "cpu", "--model", "x.onnx",
+                            *[x for s in sets for x in ("--set", s)]], cwd=REPO, capture_output=True, text=True,
+                           timeout=120, env={**os.environ, "HASE_HOME": str(tmp_path)})
+        lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
+        assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), (sets, r.stderr)

@@ -1,0 +1,224 @@
+"""Issue 26: what a new user hit on a clean clone. Each test names its item.
+
+Real scripts in fresh processes (one-line errors, exit 2), real ORT sessions and a real psutil sampler; the
+busy machine of item 1 is a real CPU stressor process. No wall-clock thresholds.
+"""
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from utils import config  # noqa: E402
+from utils.errors import HaseError  # noqa: E402
+from test_phase4_benchmark import one_error_line  # noqa: E402
+
+PY = sys.executable
+
+
+def script(args: list, home, timeout: float = 300):
+    import os
+    env = dict(os.environ, HASE_HOME=str(home))
+    return subprocess.run([PY, *map(str, args)], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+# ---- item 3: every config value is checked against its default's type and range ----------------------
+@pytest.mark.parametrize("override, needle", [
+    ("sample_s=abc", "config key 'sample_s' = \"abc\" is not valid (expected a number >= 0"),
+    ("sample_s=-1", "config key 'sample_s' = -1 is not valid (expected a number >= 0"),
+    ("sample_s=.nan", "config key 'sample_s' = nan is not valid (expected a number >= 0"),
+    ("io_binding=1", "config key 'io_binding' = 1 is not valid (expected true or false"),
+    ("top_kernels=[1]", "config key 'top_kernels' = [1] is not valid (expected a number >= 0"),
+    ("probe.max_age_s=soon", "config key 'probe.max_age_s' = \"soon\" is not valid"),
+    ("pin_dims=3", "config key 'pin_dims' must be a mapping"),
+])
+def test_config_values_checked_against_defaults(override, needle):
+    from inference.predict_model_latency import DEFAULTS
+    with pytest.raises(HaseError) as e:
+        config.resolve(DEFAULTS, None, [override])
+    msg = str(e.value)
+    assert msg.startswith(f"--set {override}: ") and needle in msg and "\n" not in msg
+
+
+def test_config_file_values_checked_and_good_ones_kept(tmp_path):
+    from benchmark.collector import DEFAULTS
+    bad = tmp_path / "c.yaml"
+    bad.write_text("stress_levels: [0, high]\n")
+    with pytest.raises(HaseError, match=rf"^{bad}: config key 'stress_levels' = \[0, \"high\"\] is not valid "
+                                        r"\(expected a list of numbers"):
+        config.resolve(DEFAULTS, bad)
+    bad.write_text("runner: {budget_ms: fast}\n")
+    with pytest.raises(HaseError, match=r"config key 'runner.budget_ms' = \"fast\""):
+        config.resolve(DEFAULTS, bad)
+    # what the defaults allow still resolves: ints for floats, a number for a string key, None defaults
+    cfg = config.resolve(DEFAULTS, None, ["settle_s=1", "out=2024", "stress_levels=[0,0.6]", "max_minutes=0.5"])
+    assert cfg["settle_s"] == 1 and cfg["out"] == "2024" and cfg["stress_levels"] == [0, 0.6]
+    from training.train_kernel_model import DEFAULTS as TD
+    assert config.resolve(TD, None, ["random_forest.max_depth=8"])["random_forest"]["max_depth"] == 8
+
+
+def test_shipped_configs_pass_their_checks():
+    """Every phase's committed YAML resolves against its script's defaults."""
+    import importlib
+    pairs = {"training.train_kernel_model": "training/config.yaml", "graph_model.dag_critical_path": "graph_model/config.yaml",
+             "kernel_model.kernel_builder": "kernel_model/config.yaml", "kernel_model.kernel_sampler": "kernel_model/sampler.yaml",
+             "benchmark.trace_run": "benchmark/trace_run.yaml", "benchmark.multi_kernel_runner": "benchmark/multi_kernel.yaml",
+             "benchmark.peak_bench": "benchmark/peak_bench.yaml", "benchmark.collector": "benchmark/config.yaml",
+             "inference.fit_cpu_timeline": "inference/cpu_timeline.yaml",
+             "inference.fit_measured_timeline": "inference/measured_timeline.yaml",
+             "inference.node_agent": "inference/node_agent.yaml", "inference.fit_interference": "inference/interference.yaml",
+             "inference.judge_timeline": "inference/judge_timeline.yaml",
+             "inference.predict_model_latency": "inference/config.yaml", "model_zoo.torchvision_exporter": "model_zoo/config.yaml",
+             "ort_analysis.fusion_detector": "ort_analysis/config.yaml", "training.kernel_space_report":
+             "training/kernel_space_report.yaml"}
+    for mod, path in pairs.items():
+        config.resolve(importlib.import_module(mod).DEFAULTS, REPO / path)
+
+
+def test_bad_set_value_is_one_line_exit_2(tmp_path):
+    """The issue's case: `--set sample_s=abc` ended in a ValueError traceback at the first sample."""
+    r = script(["inference/predict_model_latency.py", "--device", "cpu", "--model", tmp_path / "m.onnx",
+                "--set", "sample_s=abc"], tmp_path)
+    assert "Traceback" not in r.stderr
+    line = one_error_line(r)
+    assert "config key 'sample_s' = \"abc\"" in line and "expected a number >= 0" in line
+
+
+# ---- item 4: a config path that does not exist is an error in every script ----------------------------
+@pytest.mark.parametrize("argv", [
+    ["evaluator.py", "--device", "cpu", "--from-csv", "x.csv"],
+    ["inference/predict_model_latency.py", "--device", "cpu", "--model", "x.onnx"],
+    ["benchmark/collector.py", "--device", "cpu"],
+])
+def test_missing_config_file_is_an_error(tmp_path, argv):
+    r = script(argv + ["--config", "/no_such.yaml"], tmp_path)
+    assert one_error_line(r) == "error: /no_such.yaml: config file not found"
+
+
+def test_evaluator_reads_a_given_config(tmp_path):
+    """The evaluator read no config at all; a --config given is read (and checked) like --set."""
+    bad = tmp_path / "ev.yaml"
+    bad.write_text("label_sessions: many\n")
+    r = script(["evaluator.py", "--device", "cpu", "--config", bad, "--from-csv", "x.csv"], tmp_path)
+    assert one_error_line(r).startswith(f"error: {bad}: config key 'label_sessions' = \"many\" is not valid")
+
+
+# ---- item 7: --device auto without a GPU prints nothing of the probe's ORT log --------------------------
+def test_device_auto_probe_log_goes_to_the_debug_log(tmp_path):
+    r = subprocess.run([PY, "-c", "from utils.ort_session import resolve_device; print(resolve_device('auto'))"],
+                       cwd=REPO, env={**__import__("os").environ, "HASE_HOME": str(tmp_path)}, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() in ("cpu", "cuda")
+    assert r.stderr == "", r.stderr   # before: three coloured ORT lines about libcublasLt / CUDAExecutionProvider
+    probe_log = tmp_path / "logs" / "cuda_probe.log"
+    if r.stdout.strip() == "cpu" and "CUDAExecutionProvider" in __import__("onnxruntime").get_available_providers():
+        assert "CUDA" in probe_log.read_text()   # ORT said why CUDA did not load: kept for whoever debugs it
+
+
+# ---- item 1: an idle reference taken under load is refused -----------------------------------------------
+class Windows:
+    """A metrics source whose successive windows are the given values (a neighbour that stops, or does not)."""
+    name = "fixed"
+
+    def __init__(self, values):
+        self.values, self.n = list(values), 0
+
+    def window(self, start, end):
+        v = self.values[min(self.n, len(self.values) - 1)]
+        self.n += 1
+        return {"CPU_UTIL_PCT": v, "MEM_USED_MB": 1.0}
+
+
+def test_wait_idle_waits_for_an_idle_window_then_refuses():
+    from benchmark.gpu_metrics import busy_reading, wait_idle
+    src = Windows([96.8, 80.0, 4.0])           # the neighbour stops: the third window is the reference
+    assert wait_idle(src, 0.1, 0.01, 5.0)["CPU_UTIL_PCT"] == 4.0 and src.n == 3
+    with pytest.raises(HaseError) as e:         # it never stops: bounded, then one line naming field, value, threshold
+        wait_idle(Windows([96.8]), 0.1, 0.01, 0.05, "idle_busy_max", "idle reference")
+    msg = str(e.value)
+    assert msg.startswith("not idle for the idle reference: CPU_UTIL_PCT = 96.8 % in each of ") and "\n" not in msg
+    assert "> 10 % (idle_busy_max 0.1)" in msg
+    assert wait_idle(Windows([96.8]), 1.0, 0.01, 0.0)["CPU_UTIL_PCT"] == 96.8   # busy_max 1: never refused
+    assert busy_reading({"DCGM_FI_PROF_GR_ENGINE_ACTIVE": math.nan, "DCGM_FI_DEV_GPU_UTIL": 40.0}) == \
+        ("DCGM_FI_DEV_GPU_UTIL", 40.0, 0.4)
+
+
+@pytest.fixture
+def neighbour():
+    """A real CPU neighbour: the plan's stressor at full intensity (one core busy)."""
+    from benchmark.stressor import Stressor
+    with Stressor(1.0, "matmul", "cpu") as s:
+        import time
+        time.sleep(1.0)   # its first matmuls are under way
+        yield s
+
+
+def last_error_line(r) -> str:
+    """The one-line error a script ends with (its log may come before it), exit 2, no traceback."""
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    line = r.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: "), r.stderr[-2000:]
+    return line
+
+
+def not_idle_line(r, what: str) -> str:
+    line = last_error_line(r)
+    assert line.startswith(f"error: not idle for the {what}: CPU_UTIL_PCT = "), line
+    assert "> 10 % (idle_busy_max 0.1)" in line or "> 5 % (idle_busy_max 0.05)" in line, line
+    return line
+
+
+def test_collector_refuses_a_loaded_level_0(tmp_path, neighbour):
+    from helpers import build_residual_model
+    mdir = tmp_path / "model_zoo" / "models"
+    mdir.mkdir(parents=True)
+    build_residual_model(mdir / "tiny_bs1_16x16.onnx", "tiny", 8, 1, 16)
+    r = script(["benchmark/collector.py", "--device", "cpu", "--set", "stress_levels=[0]", "--set", "kernel_glob=",
+                "--set", "settle_s=0", "--set", "idle_window_s=0.3", "--set", "idle_wait_s=1.5"], tmp_path)
+    line = not_idle_line(r, "idle reference (stressor-matmul at level 0)")
+    assert "stop the neighbour, or raise idle_busy_max" in line
+    models_csv = next((tmp_path / "benchmark" / "results").glob("*/models.csv"))
+    assert len(models_csv.read_text().strip().splitlines()) == 1   # the header only: nothing was measured
+
+
+def test_calibrate_loads_refuses_a_loaded_idle_row(tmp_path, neighbour):
+    r = script(["benchmark/calibrate_loads.py", "--device", "cpu", "--set", "settle_s=0",
+                "--set", "calibration.stressor_levels=[0]", "--set", "calibration.stressor_modes=[matmul]",
+                "--set", "calibration.sample_s=0.3", "--set", "idle_window_s=0.3", "--set", "idle_wait_s=1"], tmp_path)
+    not_idle_line(r, "idle row (the probe's idle reference)")
+    assert not list((tmp_path / "benchmark" / "results").glob("*/load_calibration.csv"))
+
+
+def test_node_agent_refuses_to_measure_its_idle_reference_under_load(tmp_path, neighbour):
+    from helpers import free_port
+    r = script(["inference/node_agent.py", "--device", "cpu", "--port", free_port(), "--set", "warmup=2",
+                "--set", "idle_check_s=0.3", "--set", "idle_wait_s=1"], tmp_path, timeout=120)
+    assert "(or set idle_probe_us)" in not_idle_line(r, "node agent's idle reference (or set idle_probe_us)")
+
+
+def test_node_agent_refuses_busy_fixed_values(tmp_path):
+    from helpers import free_port
+    fixed = tmp_path / "fixed.json"
+    fixed.write_text(json.dumps({"CPU_UTIL_PCT": 96.8, "MEM_USED_MB": 4000}))
+    r = script(["inference/node_agent.py", "--device", "cpu", "--port", free_port(), "--fixed", fixed,
+                "--set", "warmup=2"], tmp_path, timeout=120)
+    assert one_error_line(r) == ("error: not idle for the node agent's idle reference: CPU_UTIL_PCT = 96.8 % in the "
+                                 "--fixed values > 5 % (idle_busy_max 0.05); set idle_probe_us")
+
+
+# ---- item 2: local sampling long enough for the busy field's noise -----------------------------------------
+def test_local_sampling_stops_on_the_busy_fields_noise():
+    from inference.predict_model_latency import DEFAULTS, sampled_enough
+    cfg = dict(DEFAULTS)   # at least 1 s, then standard error <= 0.02, at most 5 s
+    assert sampled_enough([0.5, 0.5], 0.5, cfg)[0] is False            # never before sample_s
+    done, se = sampled_enough([0.50, 0.51, 0.49, 0.50], 1.0, cfg)
+    assert done and se < 0.02
+    swinging = [0.02, 0.97, 0.05, 0.95]                                  # a neighbour switching on and off
+    assert sampled_enough(swinging, 1.0, cfg) == (False, pytest.approx(0.267, abs=1e-3))
+    assert sampled_enough(swinging * 5, 5.0, cfg)[0] is True            # bounded
+    assert sampled_enough([None] * 4, 1.0, cfg)[0] is True              # no busy field: sample_s

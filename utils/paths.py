@@ -17,7 +17,13 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def home() -> Path:
-    return Path(os.environ.get("HASE_HOME", REPO)).resolve()
+    """HASE_HOME; else the checkout (scripts, `pip install -e .`); else, installed into site-packages
+    (`pip install .`), a cache folder outside it ($XDG_CACHE_HOME/hase, ~/.cache/hase)."""
+    if os.environ.get("HASE_HOME"):
+        return Path(os.environ["HASE_HOME"]).resolve()
+    if (REPO / "pyproject.toml").exists():
+        return REPO
+    return (Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hase").resolve()
 
 
 # phase outputs (generated, gitignored unless committed results)

@@ -45,6 +45,17 @@ class Prediction:
         return asdict(self)
 
 
+def _plain(v):
+    """numpy scalars and arrays -> Python numbers and lists (JSON-ready)."""
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if hasattr(v, "tolist"):
+        return v.tolist()
+    return v
+
+
 def _read_record(path: Path) -> dict:
     from utils import paths
     rec = paths.read_json(path, "phase 2 record")
@@ -292,8 +303,8 @@ class Predictor:
                 "ort_version_of_record": (record.get("provenance") or {}).get("ort_version")}
         return Prediction(model=record.get("model", "?"), target=self.target, total_ms=float(res["total_ms"]),
                           p10_ms=float(res["p10_ms"]), p90_ms=float(res["p90_ms"]),
-                          idle_ms=float(res.get("idle_ms", res["total_ms"])), breakdown=breakdown, warnings=warns,
-                          provenance=prov, details=details)
+                          idle_ms=float(res.get("idle_ms", res["total_ms"])), breakdown=_plain(breakdown),
+                          warnings=warns, provenance=_plain(prov), details=_plain(details))
 
     def predict_many(self, items, load=None, options=None) -> list:
         """Predictions of many models: items are models/records (all under `load`) or (model, load) pairs."""

@@ -9,7 +9,6 @@ from pathlib import Path
 from inference.load_sources import BG, DCGM_ONLY  # noqa: F401  (BG: the load keys' prefix)
 from utils import paths
 from utils.errors import HaseError
-from utils.ort_session import provenance
 
 DEFAULTS = {"device": "auto", "predictor_dir": "", "timeline_model": "", "pin_dims": {}, "seed": 0, "sample_s": 0.5,
             "prometheus": {"url": "", "selector": 'gpu="0"', "lookback_s": 30, "queries": {}}, "top_kernels": 15,
@@ -155,6 +154,7 @@ def check_ep(predictor, device: str, pdir) -> None:
 
 
 def check_provenance(manifest_meta: dict, device: str, log) -> None:
+    from utils.ort_session import provenance
     here = provenance(device)
     for key, mine in (("gpu_name", here.get("gpu_name")), ("ort_version", here.get("ort_version"))):
         theirs = manifest_meta.get(key)

@@ -87,6 +87,7 @@ def main() -> int:
     p.add_argument("--seconds", type=float, default=30.0)
     p.add_argument("--place", type=int, default=200, help="sequential /v1/place requests")
     p.add_argument("--model", default="resnet50_bs16_224x224", help="a model of the committed H200 records")
+    p.add_argument("--target", default="nvidia-h200", help="the GPU kind of every candidate")
     p.add_argument("--out", type=Path, default=REPO / "benchmark" / "results" / "serve")
     args = p.parse_args()
     import shutil
@@ -116,7 +117,7 @@ def main() -> int:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     server = subprocess.Popen([sys.executable, "-m", "hase.cli", "serve", "--port", str(port), "--prometheus", prom_url,
-                               "--preload", "nvidia-h200"], cwd=REPO, env=dict(os.environ, HASE_HOME=str(tmp / "home")),
+                               "--preload", args.target, "--target", args.target], cwd=REPO, env=dict(os.environ, HASE_HOME=str(tmp / "home")),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_until(lambda: requests.get(f"{prom_url}/api/v1/query", params={
@@ -134,7 +135,7 @@ def main() -> int:
             lat, errors, lag = open_loop(f"{url}/v1/predict", body, args.rate, args.seconds)
             res[name] = {**quantiles(lat), "rate_per_s": args.rate, "errors": len(errors), "client_lag_p99_ms": lag}
             print(name, json.dumps(res[name]))
-        cands = [{"target": "nvidia-h200", "selector": f'gpu="{i}",Hostname="node1"', "name": f"gpu{i}"}
+        cands = [{"target": args.target, "selector": f'gpu="{i}",Hostname="node1"', "name": f"gpu{i}"}
                  for i in range(len(BUSY))]
         s = requests.Session()
         lat, order = [], None
@@ -145,6 +146,9 @@ def main() -> int:
                 lat.append((time.perf_counter() - t) * 1e3)
             r.raise_for_status()
             order = [c["name"] for c in r.json()["ranked"]]
+            bad = [c for c in r.json()["ranked"] if "error" in c]
+            if bad:
+                raise HaseError(f"/v1/place: {bad[0]['name']}: {bad[0]['error']}")
         res["place_8_gpus_prometheus"] = {**quantiles(lat), "ranked": order, "sequential": True}
         print("place", json.dumps(res["place_8_gpus_prometheus"]))
     finally:
@@ -171,7 +175,7 @@ def main() -> int:
         f"# `hase serve` latency ({machine['date_utc']}, {machine['cpu_cores_logical']} logical cores, load average "
         f"{machine['load_avg_1m_at_end']:.1f} at the end)\n\n"
         f"`python benchmark/serve_bench.py` (server: one uvicorn worker; model {args.model}, {len(record['kernels'])} "
-        f"kernels, analysed once; H200 shipped predictor). /v1/place reads 8 GPUs' load from a real Prometheus "
+        f"kernels, analysed once; the {args.target} shipped predictor). /v1/place reads 8 GPUs' load from a real Prometheus "
         f"scraping a stand-in exporter.\n\n| request | n | rate/s | p50 ms | p99 ms | max ms |\n|---|---|---|---|---|---|\n"
         + "\n".join(rows) + "\n\nTargets: /v1/predict p99 <= 50 ms at 50 req/s; /v1/place over 8 GPUs p99 <= 200 ms.\n")
     return 0

@@ -109,9 +109,8 @@ class Predictor:
         from inference import timeline_model as tm
         from inference.runtime import DEFAULTS, load_timeline_model, session_options
         from utils import paths
-        from utils.config import _merge
-        import copy
-        cfg = copy.deepcopy(DEFAULTS)
+        from utils.config import _merge, resolve
+        cfg = resolve(DEFAULTS, paths.phase_config("inference"))   # inference/config.yaml: Prometheus queries, probe
         if config:
             _merge(cfg, dict(config), "config")
         if timeline_model:
@@ -147,7 +146,8 @@ class Predictor:
         self.default_options = session_options(cfg)
         self._lock = threading.Lock()
         self._records = {}   # analysis cache: (path, size, mtime) -> record
-        self._preps = {}     # (record key, algo) -> prepared timeline input (read-only)
+        self._preps = {}     # record key -> prepared timeline input (read-only)
+        self._ids = {}       # id(record) -> (record, record key)
         self.fields = self._fields()
 
     def _missing_message(self) -> str:
@@ -236,10 +236,24 @@ class Predictor:
                             f"(cudnn_conv_algo_search, io_binding)")
         return session_options({**self.default_options, **options})
 
+    def _key_of(self, record: dict) -> str:
+        """record_key(), remembered per record object (hashing a record costs ~5 ms; a scheduler passes the same
+        dict again and again). The cache holds the record, so its id cannot be reused while cached."""
+        with self._lock:
+            hit = self._ids.get(id(record))
+        if hit is not None and hit[0] is record:
+            return hit[1]
+        key = record_key(record)
+        with self._lock:
+            if len(self._ids) >= 4096:
+                self._ids.pop(next(iter(self._ids)))
+            self._ids[id(record)] = (record, key)
+        return key
+
     def prepared(self, record: dict) -> dict:
         """The record's load-independent timeline input (kernel times at idle), cached; do not modify it."""
         from inference.runtime import prepare_record
-        key = record.get("_hase_key") or record_key(record)
+        key = record.get("_hase_key") or self._key_of(record)
         with self._lock:
             prep = self._preps.get(key)
         if prep is None:
@@ -286,7 +300,12 @@ class Predictor:
                 from inference.timeline_model import prepared as tm_prepared
                 prep = tm_prepared(record, {k["id"]: 0.0 for k in record["kernels"]}, self.model)
                 prep.update(kernel_ms={k["id"]: 0.0 for k in record["kernels"]}, standalone_sum_ms=0.0, unseen_types=[])
-            res = predict_record(record, self.predictor, ld, self.model, opts, prep=prep)
+            try:
+                res = predict_record(record, self.predictor, ld, self.model, opts, prep=prep)
+            except HaseError as e:   # the timeline refuses a session option: name it
+                if "cudnn_conv_algo_search" in str(e):
+                    raise HaseError(f"options.cudnn_conv_algo_search: {e}")
+                raise
             for t in res.get("unseen_types") or []:
                 warns.append(f"kernel type '{t}' was not in the training data; predicted by the generic "
                              f"FLOPs/bytes model")
@@ -295,7 +314,7 @@ class Predictor:
             "kernels", "total_ms", "p10_ms", "p90_ms", "idle_ms", "model", "device")}
         details.update(info)
         details["load"] = ld
-        breakdown = [{k: v for k, v in kk.items()} for kk in res["kernels"]]
+        breakdown = [{k: (float(v) if hasattr(v, "dtype") else v) for k, v in kk.items()} for kk in res["kernels"]]
         prov = {"target": self.target, "device": self.device, "timeline_model": str(self.timeline_path)
                 if self.model else None, "predictor_dir": str(self.predictor_dir) if self.predictor_dir else None,
                 "predictor_trained_on": (self.predictor.manifest.get("trained_on") if self.predictor else None),
@@ -303,7 +322,7 @@ class Predictor:
                 "ort_version_of_record": (record.get("provenance") or {}).get("ort_version")}
         return Prediction(model=record.get("model", "?"), target=self.target, total_ms=float(res["total_ms"]),
                           p10_ms=float(res["p10_ms"]), p90_ms=float(res["p90_ms"]),
-                          idle_ms=float(res.get("idle_ms", res["total_ms"])), breakdown=_plain(breakdown),
+                          idle_ms=float(res.get("idle_ms", res["total_ms"])), breakdown=breakdown,
                           warnings=warns, provenance=_plain(prov), details=_plain(details))
 
     def predict_many(self, items, load=None, options=None) -> list:

@@ -31,6 +31,47 @@ MAX_ANALYSES = 1024
 MAX_UPLOAD = 2 << 30
 
 
+_TLS = threading.local()
+_QUERIES = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="hase-prom")
+
+
+def _prom_query(url: str, promql: str):
+    """The first value of an instant query (None: no series), over a kept-alive connection per thread."""
+    import requests
+    s = getattr(_TLS, "session", None)
+    if s is None:
+        s = _TLS.session = requests.Session()
+    try:
+        r = s.get(f"{url}/api/v1/query", params={"query": promql}, timeout=5)
+        r.raise_for_status()
+        res = r.json()["data"]["result"]
+    except (requests.RequestException, ValueError, KeyError) as e:
+        raise HaseError(f"Prometheus at {url} unreachable or failed ({type(e).__name__})")
+    return float(res[0]["value"][1]) if res else None
+
+
+def prometheus_load(pcfg: dict, fields: list, optional=()) -> dict:
+    """inference.load_sources.load_from_prometheus, its queries sent at once: {field: value}; a required field
+    without a query, a series or a number is an error naming it, an optional one is left out."""
+    from inference.load_sources import promql_of
+    url = pcfg["url"].rstrip("/")
+    for f in fields:
+        if f not in pcfg["queries"]:
+            raise HaseError(f"no Prometheus query configured for field '{f}' (inference/config.yaml prometheus.queries)")
+    want = list(fields) + [f for f in optional if f in pcfg["queries"]]
+    futs = {f: _QUERIES.submit(_prom_query, url, promql_of(pcfg, f, pcfg["queries"][f])) for f in want}
+    out = {}
+    for f, fut in futs.items():
+        v = fut.result()
+        if f in fields and v is None:
+            raise HaseError(f"Prometheus at {url} has no series for '{f}' ({pcfg['queries'][f].format(selector=pcfg['selector'])})")
+        if f in fields and v != v:
+            raise HaseError(f"Prometheus at {url} returned NaN for '{f}'")
+        if v is not None and v == v:
+            out[f] = v
+    return out
+
+
 class RequestError(Exception):
     def __init__(self, status: int, field: str, message: str):
         super().__init__(message)
@@ -113,15 +154,28 @@ def create_app(default_prometheus: str = "", default_target: str = "nvidia-h200"
     async def on_other(request: Request, exc: Exception):   # nothing stops the process; the cause in one line
         return error(500, "", f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
 
-    @app.middleware("http")
-    async def count(request: Request, call_next):
-        t0 = time.perf_counter()
-        resp = await call_next(request)
-        ep = request.url.path if request.url.path in ("/v1/predict", "/v1/place", "/v1/analyse", "/healthz",
-                                                      "/metrics") else "other"
-        latency.labels(ep).observe(time.perf_counter() - t0)
-        requests_total.labels(ep, str(resp.status_code)).inc()
-        return resp
+    known = ("/v1/predict", "/v1/place", "/v1/analyse", "/healthz", "/metrics")
+
+    class Count:   # a plain ASGI middleware (BaseHTTPMiddleware costs ~1 ms a request)
+        def __init__(self, app):
+            self.app = app
+
+        async def __call__(self, scope, receive, send):
+            if scope["type"] != "http":
+                return await self.app(scope, receive, send)
+            t0, status = time.perf_counter(), [500]
+
+            async def send_(msg):
+                if msg["type"] == "http.response.start":
+                    status[0] = msg["status"]
+                await send(msg)
+            try:
+                await self.app(scope, receive, send_)
+            finally:
+                ep = scope["path"] if scope["path"] in known else "other"
+                latency.labels(ep).observe(time.perf_counter() - t0)
+                requests_total.labels(ep, str(status[0])).inc()
+    app.add_middleware(Count)
 
     def predictor(target: str, field: str = "target"):
         try:
@@ -186,23 +240,24 @@ def create_app(default_prometheus: str = "", default_target: str = "nvidia-h200"
         return None
 
     def prom_load(p, url, selector, field):
-        from inference.load_sources import AGE, TS, WAIT, load_from_prometheus
+        from inference.load_sources import AGE, TS, WAIT
         if not url:
             raise RequestError(422, field, f"{field}: no Prometheus URL (give one, or start the server with "
                                            f"--prometheus)")
         pcfg = dict(p.cfg["prometheus"], url=url, selector=selector)
         try:
-            got = load_from_prometheus(pcfg, p.fields, optional=(WAIT, AGE, TS))
+            got = prometheus_load(pcfg, p.fields, optional=(WAIT, AGE, TS))
             return (*p.check_load(got, f"prometheus {{{selector}}}"), f"prometheus {url} {{{selector}}}")
         except HaseError as e:
             raise RequestError(424, field, f"{field}: {e}")
 
     def answer(pred, aid, breakdown=True):
-        d = pred.to_dict()
+        d = {f: getattr(pred, f) for f in ("model", "target", "total_ms", "p10_ms", "p90_ms", "idle_ms", "breakdown",
+                                           "warnings", "provenance", "details")}
         if not breakdown:
             d.pop("breakdown")
         d["analysis_id"] = aid
-        return d
+        return JSONResponse(d)   # a Response: FastAPI's own (slower) encoder is skipped
 
     @app.get("/healthz")
     def healthz():

@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 from utils import paths  # noqa: E402

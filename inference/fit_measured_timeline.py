@@ -24,10 +24,8 @@ Writes <out>/timeline_model.json (what predict_model_latency.py reads), <out>/ca
 <out>/summary.json and adds the splits under `measured_timeline` in inference/results/<gpu>/summary.json.
 """
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402

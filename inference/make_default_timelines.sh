@@ -11,6 +11,7 @@
 # held out (the judged, held-out numbers are the -kspace-noheldout ones in measured/, interference/, judged_*).
 #   bash inference/make_default_timelines.sh
 set -euo pipefail
+export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"  # the project's packages, installed or not
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 R=inference/results

@@ -20,12 +20,10 @@ set. It replaces the fitted beta_us * u; absent or older than probe.max_age_s, t
 DCGM-only, with a warning naming the field. The JSON's wait_source says which one was used.
 """
 import json
-import sys
 import time
 import warnings
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 from utils import paths  # noqa: E402

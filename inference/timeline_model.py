@@ -59,10 +59,8 @@ models it never saw (evaluator.py).
 import itertools
 import json
 import math
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 

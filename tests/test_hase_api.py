@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 from utils.errors import HaseError  # noqa: E402
 from helpers import build_residual_model  # noqa: E402

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 from helpers import build_residual_model  # noqa: E402
 
@@ -54,8 +53,9 @@ def run(venv, *args, cwd):
 
 
 def test_installed_hase_help_and_predict(venv, tmp_path):
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "HASE_HOME")}
     r = subprocess.run([str(venv["py"]), "-c", "import hase, inference.runtime as r; print(hase.__file__); "
-                        "print(r.__file__)"], cwd=tmp_path, capture_output=True, text=True, check=True)
+                        "print(r.__file__)"], cwd=tmp_path, capture_output=True, text=True, check=True, env=clean)
     for line in r.stdout.split():
         assert str(venv["dir"]) in line and str(REPO) not in line   # the installed copy, not the checkout
     r = run(venv, "--help", cwd=tmp_path)
@@ -67,7 +67,7 @@ def test_installed_hase_help_and_predict(venv, tmp_path):
     assert r.returncode == 2 and "hase pipeline --device cpu" in r.stderr   # no CPU predictor of this machine
     xeon = Path(subprocess.run([str(venv["py"]), "-c", "import inference, pathlib; print(pathlib.Path(inference.__file__)"
                                 ".parent / 'results/cpu-intel-r-xeon-r-processor/timeline_model.json')"],
-                               capture_output=True, text=True, check=True).stdout.strip())
+                               capture_output=True, text=True, check=True, env=clean, cwd=tmp_path).stdout.strip())
     assert xeon.exists()
     r = run(venv, "predict", tmp_path / "m.onnx", "--device", "cpu", "--metrics-file", tmp_path / "load.json",
             "--set", f"timeline_model={xeon}", "--json", tmp_path / "cpu.json", cwd=tmp_path)

@@ -12,7 +12,6 @@ import pytest
 import requests
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 from helpers import build_residual_model, free_port, start_prometheus, wait_for_series  # noqa: E402
 

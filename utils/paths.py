@@ -16,6 +16,14 @@ from utils.errors import HaseError
 REPO = Path(__file__).resolve().parent.parent
 
 
+def child_env(env=None) -> dict:
+    """The environment for a child process that runs one of Hase's scripts by path: the repository's root first on
+    PYTHONPATH, so `python path/to/script.py` imports the project whether or not it is installed."""
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    return env
+
+
 def home() -> Path:
     """HASE_HOME; else the checkout (scripts, `pip install -e .`); else, installed into site-packages
     (`pip install .`), a cache folder outside it ($XDG_CACHE_HOME/hase, ~/.cache/hase)."""

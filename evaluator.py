@@ -27,12 +27,10 @@ cases.csv keeps its spread across sessions beside it: actual_sessions_p10_ms, ac
 and actual_sessions (empty p10/p90 and 1 session for a models.csv from before label_sessions).
 """
 import json
-import sys
 import time
 import warnings
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402

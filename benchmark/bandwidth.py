@@ -16,11 +16,9 @@ bandwidth_table.json (points, fit, bandwidth GB/s, fixed cost us, provenance) + 
 The whole-model predictor reads it for session.run's input and output copies.
 """
 import json
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 

@@ -13,11 +13,9 @@ how long one launch onto an idle stream waits behind the load, which the metrics
 """
 import csv
 import io
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from utils.progress import progress  # noqa: E402
 

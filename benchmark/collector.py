@@ -30,13 +30,11 @@ import hashlib
 import json
 import math
 import re
-import sys
 import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 

@@ -21,12 +21,10 @@ is stressor.LoadProcess. Knob 0 starts no process.
 import argparse
 import functools
 import os
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmark.stressor import ManagedLoad, check_intensity, duty_cycle, guard_child, idle, signal_ready  # noqa: E402
 from utils.errors import HaseError, run_main  # noqa: E402

@@ -1,6 +1,8 @@
 # Sourced by the one-call GPU scripts (benchmark/run_gpu_*.sh, inference/run_gpu_live_eval.sh).
 # The GPU machine starts bare at every call, so each script rebuilds the phase 1-3 artifacts it needs.
 
+export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"  # the project's packages, installed or not
+
 # export_model MODEL BATCH RES: phase 1 for one config on CUDA EP (validated against torch)
 export_model() {
   python3 model_zoo/torchvision_exporter.py --device cuda --set "models=[$1]" --set "batch_sizes=[$2]" \

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Quick check before the long job: trace_run on resnet18 bs1 (2 sessions); exit 1 unless CUPTI runs were used.
+export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"  # the project's packages, installed or not
 export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1
 source benchmark/gpu_lib.sh
 export_model resnet18 1 224

@@ -18,13 +18,11 @@ import argparse
 import gzip
 import json
 import lzma
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from utils.errors import HaseError, run_main  # noqa: E402
 from utils.paths import atomic_write_bytes, atomic_write_text  # noqa: E402
 from utils.tables import read_csv_checked  # noqa: E402

@@ -5,13 +5,11 @@ the kernel names once per (model, algo, node, names) in kernels.csv.gz with the 
   python benchmark/import_trace.py SRC_DIR DEST_DIR [--traces model ...]
 """
 import argparse
-import sys
 import tarfile
 from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from utils.errors import HaseError, run_main  # noqa: E402
 from utils.paths import atomic_write_bytes, atomic_write_text  # noqa: E402
 

@@ -34,13 +34,11 @@ Idle only (stress_level 0, load idle): measuring under loads is collector.py's j
 import json
 import math
 import shutil
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402

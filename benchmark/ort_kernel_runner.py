@@ -21,12 +21,10 @@ import argparse
 import json
 import math
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 import onnxruntime as ort  # noqa: E402

@@ -13,10 +13,8 @@ Writes benchmark/results/<device slug>/peaks.json (+ provenance, resolved config
 training/kernel_space_report.py reads as the roofline's peaks, instead of the achieved 99th percentile.
 """
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 from onnx import TensorProto, helper  # noqa: E402

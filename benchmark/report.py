@@ -10,10 +10,8 @@ run-to-run noise.
 """
 import itertools
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pandas as pd  # noqa: E402
 

@@ -20,6 +20,7 @@
 #      KPER (sampler's n_per_type, 12), KFLOPS (sampler's limits.max_flops, 2000000000: an integer, YAML reads 2e9 as text), DEADLINE_S (480: the kernel stage gets what is left),
 #      ZOO_ARCHS / OUTSIDE_ARCHS (space-separated, to run a smaller set: a local check).
 set -uo pipefail
+export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"  # the project's packages, installed or not
 JOB=${1:?job dir}; shift; mkdir -p "$JOB/out"
 export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }

@@ -3,6 +3,7 @@
 # throughput (issue: phase 4), and the debug breakdowns (issue: debug/).
 # Usage on the GPU machine: source .device/activate.sh && bash benchmark/run_gpu_calibration.sh OUTDIR
 set -uo pipefail
+export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"  # the project's packages, installed or not
 OUT=${1:?output dir}; mkdir -p "$OUT"
 export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }

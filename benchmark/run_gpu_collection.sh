@@ -4,6 +4,7 @@
 # Training architectures: resnet18 (9 configs), resnet50, mobilenet_v2, vgg11.
 # Held out of kernel training (whole-model measurements only): resnet34, densenet121, efficientnet_b0, vit_b_16.
 set -uo pipefail
+export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"  # the project's packages, installed or not
 OUT=${1:?output dir}; mkdir -p "$OUT"
 export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1
 T0=$(date +%s); left() { echo $(( ${BUDGET_S:-560} - ($(date +%s) - T0) )); }

@@ -3,6 +3,7 @@
 # CSVs of the first call from .carry/, then continue the kernels level by level so that every
 # stress level gets the same (alphabetically first) kernels within the call's budget.
 set -uo pipefail
+export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"  # the project's packages, installed or not
 OUT=${1:?output dir}; mkdir -p "$OUT"
 export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1
 T0=$(date +%s); left() { echo $(( ${BUDGET_S:-570} - ($(date +%s) - T0) )); }

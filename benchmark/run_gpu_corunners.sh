@@ -5,6 +5,7 @@
 # resnet18 bs1, mobilenet_v3_small bs1, regnet_y_400mf bs32, convnext_tiny bs8, shufflenet_v2_x1_0 bs64.
 # Usage on the GPU machine: source .device/activate.sh && bash benchmark/run_gpu_corunners.sh OUTDIR
 set -uo pipefail
+export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"  # the project's packages, installed or not
 OUT=${1:?output dir}; mkdir -p "$OUT"
 export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }

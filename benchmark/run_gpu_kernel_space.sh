@@ -14,6 +14,7 @@
 # measurements/s and seconds per phase), resolved_config.json, the sampled record (gzipped), log.txt; with
 # ADAPTIVE_ERRORS also adaptive_kernels.csv, adaptive_throughput.json; with PEAKS peaks.json.
 set -uo pipefail
+export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"  # the project's packages, installed or not
 JOB=${1:?job dir}; mkdir -p "$JOB"
 export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }

@@ -4,6 +4,7 @@
 # collector's throughput with its per-item cost breakdown.
 # Usage on the GPU machine: source .device/activate.sh && bash benchmark/run_gpu_kernels_more.sh OUTDIR
 set -uo pipefail
+export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"  # the project's packages, installed or not
 OUT=${1:?output dir}; mkdir -p "$OUT"
 export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }

@@ -5,6 +5,7 @@
 #   source .device/activate.sh && setsid nohup bash benchmark/run_gpu_pinning.sh /tmp/job > /tmp/job.log 2>&1 &
 #   bash benchmark/gpu_wait.sh /tmp/job 540 $OUT
 set -uo pipefail
+export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"  # the project's packages, installed or not
 JOB=${1:?job dir}; mkdir -p "$JOB"
 export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1
 source benchmark/gpu_lib.sh

@@ -3,6 +3,7 @@
 # every co-runner setting phase 4 measured whole models under, with the metrics of each setting.
 # Usage on the GPU machine: source .device/activate.sh && bash benchmark/run_gpu_probe.sh OUTDIR
 set -uo pipefail
+export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"  # the project's packages, installed or not
 OUT=${1:?output dir}; mkdir -p "$OUT"
 export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1
 python3 benchmark/calibrate_loads.py --device cuda --set settle_s=2 --set calibration.sample_s=2 \

@@ -8,6 +8,7 @@
 # Env: IDS (required), MINUTES (runner budget, 7), RUNNER_SETS (extra "--set k=v" words), DEVICE (cuda; cpu only to
 # try the job out: the zoo records are CUDA's, so then only sampled kernels are measured). Rerun resumes.
 set -uo pipefail
+export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"  # the project's packages, installed or not
 JOB=${1:?job dir}; mkdir -p "$JOB"
 IDS=${IDS:?IDS=<csv with a Kernel_ID column>}
 export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1

@@ -7,6 +7,7 @@
 # Env: LOADS, MODELS (below), KNOB (busy fraction of the default loads, 0.5), SESSIONS (default 2).
 # Resumes: trace_run skips sessions it has, calibration runs once per job folder.
 set -uo pipefail
+export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"  # the project's packages, installed or not
 JOB=${1:?job dir}; mkdir -p "$JOB"
 export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1
 source benchmark/gpu_lib.sh

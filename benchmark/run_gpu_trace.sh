@@ -10,6 +10,7 @@
 #      ZOO=0: only the outside architectures (a second GPU's held-out check); OUTSIDE_ARCHS="a b ..." and
 #      BATCHES="1 32": other outside architectures (torchvision names), e.g. a fresh set no fit has looked at.
 set -uo pipefail
+export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"  # the project's packages, installed or not
 JOB=${1:?job dir}; shift; mkdir -p "$JOB"
 export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }

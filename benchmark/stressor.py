@@ -23,7 +23,6 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from utils.errors import HaseError, run_main  # noqa: E402
 
@@ -120,7 +119,8 @@ class LoadProcess:
     def start(self) -> "LoadProcess":
         self._err = tempfile.TemporaryFile(mode="w+")
         cmd = [sys.executable, str(self.script), *self.args, "--parent-pid", str(os.getpid())]
-        env = {**os.environ, **(self.env or {})}
+        from utils.paths import child_env
+        env = child_env({**os.environ, **(self.env or {})})
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._err, stdin=subprocess.DEVNULL,
                                      env=env, text=True)
         try:

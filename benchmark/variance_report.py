@@ -17,10 +17,8 @@ Pairwise |diff| of two values a, b is |a - b| / min(a, b) in percent (how much s
 import itertools
 import json
 import math
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402

@@ -34,12 +34,10 @@ import bisect
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from utils import paths  # noqa: E402
 from utils.errors import HaseError, run_main  # noqa: E402

@@ -16,7 +16,6 @@ Outputs: traces in --trace_dir (tensorboard_trace_handler, *.pt.trace.json), met
 import argparse
 import json
 import math
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -27,7 +26,6 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 from torch.utils.data import DataLoader, Dataset
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from utils import paths  # noqa: E402
 from utils.errors import HaseError, run_main  # noqa: E402

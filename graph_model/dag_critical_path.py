@@ -10,14 +10,13 @@ calculate_latency: ORT's sequential executor runs one kernel at a time on one st
 model latency is the sum over the topological order. critical_path: the longest path, i.e. the
 latency if independent branches could overlap perfectly; a lower bound, for comparison.
 """
+from __future__ import annotations
+
 import json
 import math
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import networkx as nx  # noqa: E402
 
 from utils import paths  # noqa: E402
 from utils.config import base_parser, from_args, save_resolved  # noqa: E402
@@ -85,6 +84,7 @@ def io_bytes(tensors) -> int:
 
 def build_dag(record: dict) -> nx.DiGraph:
     """Kernel DAG of a record; graph attributes keep the model's input/output tensors."""
+    import networkx as nx   # lazy: predictions that never draw a DAG skip its import
     dag = nx.DiGraph(model=record.get("model"), device=record.get("device"),
                      graph_inputs=record.get("graph_inputs", []), graph_outputs=record.get("graph_outputs", []),
                      input_bytes=io_bytes(record.get("graph_inputs")),
@@ -110,6 +110,7 @@ def build_dag(record: dict) -> nx.DiGraph:
 
 def execution_order(dag: nx.DiGraph) -> list:
     """Topological order, ties broken by the record order (the order ORT executes)."""
+    import networkx as nx   # lazy: predictions that never draw a DAG skip its import
     return list(nx.lexicographical_topological_sort(dag, key=lambda n: dag.nodes[n].get("order", 0)))
 
 
@@ -145,10 +146,12 @@ def critical_path(dag: nx.DiGraph, node_ms) -> tuple:
 
 
 def dag_to_json(dag: nx.DiGraph) -> dict:
+    import networkx as nx   # lazy: predictions that never draw a DAG skip its import
     return nx.node_link_data(dag, edges="edges")
 
 
 def load_dag(path) -> nx.DiGraph:
+    import networkx as nx   # lazy: predictions that never draw a DAG skip its import
     path = Path(path)
     data = paths.read_json(path, "DAG file")
     return nx.node_link_graph(data, directed=True, edges="edges")

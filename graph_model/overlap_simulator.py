@@ -23,10 +23,8 @@ say which resource bounds each stretch (host, gpu, copy). Times are in us inside
 import json
 import math
 import numbers
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import networkx as nx  # noqa: E402
 

@@ -10,11 +10,9 @@ modelName="NVIDIA H200",Hostname="..."} 42. PROF fields are ratios 0-1, as in DC
 import argparse
 import json
 import platform
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from prometheus_client import CollectorRegistry, Gauge, start_http_server  # noqa: E402
 

@@ -23,10 +23,8 @@ Writes <out>/timeline_model.json (inference/timeline_model.py's format; predict_
 CPU), <out>/cases.csv, <out>/summary.json, <out>/resolved_config.json.
 """
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402

@@ -25,10 +25,8 @@ slowdown_heldout.png, and the splits under `measured_interference` in inference/
 """
 import fnmatch
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402

@@ -10,10 +10,8 @@ A model with a GPU-time table needs no kernel predictor; one fitted with gpu_sou
 predictor in `predictor_dir`.
 """
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pandas as pd  # noqa: E402
 

@@ -37,11 +37,9 @@ With --parent-pid PID the agent dies with that process (benchmark/stressor.py's 
 """
 import argparse
 import collections
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server  # noqa: E402

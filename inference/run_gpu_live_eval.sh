@@ -4,6 +4,7 @@
 # Needs the H200 predictor (training/models/nvidia-h200, carried) and the committed timeline model.
 # Usage on the GPU machine: source .device/activate.sh && bash inference/run_gpu_live_eval.sh OUTDIR
 set -uo pipefail
+export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"  # the project's packages, installed or not
 OUT=${1:?output dir}; mkdir -p "$OUT"
 export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }

@@ -9,6 +9,7 @@
 #   -> inference/results/nvidia-h100/judged_*/
 #   .venv/bin/python training/kernel_space_report.py && bash inference/run_kspace_timelines.sh
 set -euo pipefail
+export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"  # the project's packages, installed or not
 PY=${PY:-.venv/bin/python}
 M=training/models
 R=inference/results

@@ -59,10 +59,8 @@ models it never saw (evaluator.py).
 import itertools
 import json
 import math
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
@@ -433,6 +431,8 @@ def predictor_of(model, explicit=""):
     if not model or model.get("gpu_table") or not model.get("predictor_dir"):
         return None
     pdir = paths.from_home(model["predictor_dir"])
+    if not (pdir / "manifest.json").exists() and (paths.REPO / model["predictor_dir"] / "manifest.json").exists():
+        pdir = paths.REPO / model["predictor_dir"]   # a committed predictor (training/predictors/<gpu>)
     if not (pdir / "manifest.json").exists():
         raise HaseError(f"the timeline model takes its kernel times from the predictor {pdir}, which is not built "
                         f"(phase 5: training/kernel_space_report.py or train_kernel_model.py; or --set predictor_dir=...)")

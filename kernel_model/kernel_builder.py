@@ -9,11 +9,9 @@ constant inputs (shapes, axes) with their recorded values. Files are named
 is built once. index.json lists every kernel with its features and the instances that use it.
 """
 import json
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402

@@ -30,12 +30,10 @@ every parameter moves one step in its choice list, or by a factor 0.5-2 in its r
 import copy
 import json
 import math
-import sys
 import zlib
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 

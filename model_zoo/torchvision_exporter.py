@@ -8,11 +8,9 @@ Outputs (model_zoo/models/): <model>_bs<B>_<H>x<W>.onnx, <...>.opt.<ep>.onnx, ma
 import contextlib
 import io
 import json
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 from utils.progress import progress  # noqa: E402

@@ -10,11 +10,9 @@ phase 1's ORT-vs-PyTorch error.
 """
 import hashlib
 import json
-import sys
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from utils.progress import progress  # noqa: E402
 

@@ -8,11 +8,9 @@ input/output shapes and the EP it ran on. Contrib ops (FusedConv, NCHWc Conv, At
 that ONNX shape inference does not know are covered the same way.
 """
 import json
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from onnx import numpy_helper  # noqa: E402
 

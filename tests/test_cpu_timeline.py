@@ -12,7 +12,6 @@ import pandas as pd
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 from inference import fit_cpu_timeline as fct  # noqa: E402
 from inference import timeline_model as tm  # noqa: E402

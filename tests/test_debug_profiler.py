@@ -16,7 +16,6 @@ import pytest
 from helpers import build_residual_model
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 PY = sys.executable
 SCRIPT = REPO / "debug" / "ort_profiler_kernel_sum.py"
 DEMO = REPO / "debug" / "profiler_demo.py"

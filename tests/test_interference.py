@@ -1,7 +1,6 @@
 """Interference on the measured timeline (timeline_model.run_share_us / with_spread, inference/fit_interference.py):
 hand-computed answers on synthetic timelines, and the fit on the committed H200 neighbour data."""
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +8,6 @@ import pandas as pd
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 from inference import fit_interference as fi  # noqa: E402
 from inference import timeline_model as tm  # noqa: E402

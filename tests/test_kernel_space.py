@@ -3,7 +3,6 @@ multi-kernel runner (benchmark/multi_kernel_runner.py)."""
 import copy
 import json
 import math
-import sys
 import warnings
 from pathlib import Path
 
@@ -13,7 +12,6 @@ import pandas as pd
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 from kernel_model import kernel_sampler as ks  # noqa: E402
 from kernel_model.kernel_builder import kernel_id, kernel_to_onnx, verify  # noqa: E402

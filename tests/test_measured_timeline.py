@@ -1,6 +1,5 @@
 """The timeline model with measured terms (inference/fit_measured_timeline.py, timeline_model.with_spread /
 with_options): pure functions on synthetic data with hand-computed answers."""
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -8,7 +7,6 @@ import pandas as pd
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 from inference import fit_measured_timeline as fmt  # noqa: E402
 from inference import timeline_model as tm  # noqa: E402

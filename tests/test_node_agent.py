@@ -14,7 +14,6 @@ import pytest
 import requests
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 from inference import node_agent as na  # noqa: E402
 from inference import timeline_model as tm  # noqa: E402

@@ -11,7 +11,6 @@ import pytest
 from onnx import TensorProto, helper
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 from utils.config import resolve  # noqa: E402
 from utils.errors import HaseError  # noqa: E402
@@ -165,7 +164,6 @@ def test_kernel_models_built_once_and_run(home):
 
 
 def test_kernel_build_function_from_record(home, tmp_path):
-    sys.path.insert(0, str(REPO))
     from kernel_model.kernel_builder import kernel_build
     rec = records(home)["resnet18_bs1_64x64"]
     idx = kernel_build(rec, out_dir=tmp_path)  # the plan's call: device and settings from the record/defaults

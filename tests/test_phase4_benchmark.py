@@ -24,7 +24,6 @@ import psutil
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 from benchmark import gpu_metrics  # noqa: E402
 from benchmark.collector import KERNEL_COLS, MODEL_COLS, NODE_COLS, TAIL_COLS, session_cols  # noqa: E402
@@ -256,7 +255,6 @@ def test_load_dies_with_killed_parent(tmp_path, name, start):
     parent = tmp_path / "parent.py"
     parent.write_text(textwrap.dedent(f"""
         import sys, time
-        sys.path.insert(0, {str(REPO)!r})
         from benchmark.stressor import Stressor
         from benchmark.corunners import start_corunner
         from inference.node_agent import NodeAgent

@@ -23,7 +23,6 @@ import psutil
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 from graph_model import dag_critical_path as dcp  # noqa: E402
 from graph_model import overlap_simulator as osim  # noqa: E402

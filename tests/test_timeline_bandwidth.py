@@ -11,7 +11,6 @@ import onnx
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 from benchmark.bandwidth import fit_linear, load_table, transfer_ms  # noqa: E402
 from graph_model.overlap_simulator import simulate  # noqa: E402

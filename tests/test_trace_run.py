@@ -17,7 +17,6 @@ import pytest
 from helpers import build_residual_model
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 from benchmark import trace_run as tr  # noqa: E402
 from utils.errors import HaseError  # noqa: E402

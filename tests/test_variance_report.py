@@ -1,12 +1,10 @@
 """benchmark/variance_report.py on small synthetic trace_sessions tables (not the committed data)."""
 import json
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmark import variance_report as vr  # noqa: E402
 from tests.helpers import run_script  # noqa: E402
 from utils.errors import HaseError  # noqa: E402

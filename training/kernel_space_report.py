@@ -34,7 +34,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
@@ -255,7 +254,7 @@ def phase5(name: str, csv: Path, cfg: dict, slug: str = "") -> dict:
         cmd += ["--set", f"roofline.peaks_json={cfg['peaks'][name]}", "--set", f"roofline.floor_us={cfg['floor_us']}"]
     for k, v in cfg["xgboost"].items():   # the same trees as the report's own fits (more data than the zoo's)
         cmd += ["--set", f"xgboost.{k}={v}"]
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=paths.child_env())
     if p.returncode != 0:
         raise HaseError(f"phase 5 failed on the kernel space: {p.stderr.strip().splitlines()[-1:]}", csv)
     man = json.loads((paths.train_models_dir() / slug / "manifest.json").read_text())

@@ -18,10 +18,8 @@ prints its test-split accuracy and saves it as lookup_table.json beside the mode
 import bisect
 import json
 import math
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402

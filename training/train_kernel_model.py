@@ -10,7 +10,7 @@ each type's test rows is kept. A generic model without the type label serves uns
 Output, training/models/<device slug>/: manifest.json (feature schema, chosen model per type,
 metrics, provenance) and every kept model as ONNX (predicted through onnxruntime CPU, so no
 pickles tied to a scikit-learn version); XGBoost models also as native JSON.
-load_predictor(dir) gives a KernelPredictor for phase 7.
+training/kernel_predictor.py's load_predictor(dir) gives the KernelPredictor phase 7 uses.
 """
 import datetime
 import hashlib
@@ -21,17 +21,14 @@ import re
 import shutil
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from kernel_model.kernel_builder import kernel_id  # noqa: E402
 from training import lookup_table  # noqa: E402
-from training.features import (META_TYPE, ROOFLINE_COLS, TYPE_COL, UNSEEN_CODE, feature_frame,  # noqa: E402
+from training.features import (META_TYPE, ROOFLINE_COLS, UNSEEN_CODE, feature_frame,  # noqa: E402
                                feature_names, generic_feature_names, read_peaks, type_vocabulary,
                                with_roofline)
 from utils import paths  # noqa: E402
@@ -39,10 +36,10 @@ from utils.config import base_parser, from_args, save_resolved  # noqa: E402
 from utils.errors import HaseError, run_main  # noqa: E402
 from utils.logger import get_logger  # noqa: E402
 from utils.metrics import accuracy, fmt  # noqa: E402
+# the runtime predictor lives in a library module; these names stay importable from here
+from training.kernel_predictor import (FORMAT, LOOKUP, MANIFEST, BeyondTrainingRangeWarning,  # noqa: E402,F401
+                                       KernelPredictor, UnknownKernelTypeWarning, load_predictor, onnx_session)
 
-FORMAT = "hase.kernel_model/1"
-LOOKUP = "lookup_table.json"
-MANIFEST = "manifest.json"
 ALGOS = ("xgboost", "random_forest")
 DEFAULTS = {
     "device": "auto", "data_csv": "", "extra_csv": [], "device_slug": "", "target": "latency_ms",
@@ -62,15 +59,6 @@ DEFAULTS = {
     # data come from ("" = learn the time itself); the peaks are stored in the manifest and used at prediction
     "roofline": {"peaks_json": "", "floor_us": 1.0},
 }
-
-
-class UnknownKernelTypeWarning(UserWarning):
-    """A kernel type the model never saw: predicted by the generic FLOPs/bytes model."""
-
-
-class BeyondTrainingRangeWarning(UserWarning):
-    """A kernel with more FLOPs or bytes than any the roofline-ratio model was trained on: trained on the smallest
-    80% of the H200 kernel space by FLOPs, the ratio missed the largest 20% by 165% (the time itself by 29%)."""
 
 
 # ---- data ------------------------------------------------------------------------------------
@@ -175,14 +163,6 @@ def to_onnx(model, algo: str, n_features: int):
     from skl2onnx.common.data_types import FloatTensorType
     return convert_sklearn(model, initial_types=[("input", FloatTensorType([None, n_features]))],
                            target_opset={"": 17, "ai.onnx.ml": 3})
-
-
-def onnx_session(path):
-    import onnxruntime as ort
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1  # tiny models; do not add load to the machine being predicted
-    so.log_severity_level = 3
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
 
 
 def save_model(model, algo: str, name: str, feats: list, out_dir: Path, X_check: pd.DataFrame) -> dict:
@@ -448,121 +428,6 @@ def main() -> int:
     os.replace(staging, out_dir)
     log.info("models and manifest in %s", out_dir)
     return 0
-
-
-# ---- prediction (phase 7) --------------------------------------------------------------------
-
-class KernelPredictor:
-    """Predicts kernel latency (ms) from feature rows, routing each row to its type's model."""
-
-    def __init__(self, model_dir):
-        self.dir = Path(model_dir)
-        mpath = self.dir / MANIFEST
-        if not mpath.exists():
-            raise HaseError("no manifest.json (train phase 5 first)", self.dir)
-        try:
-            self.manifest = json.loads(mpath.read_text())
-        except json.JSONDecodeError as e:
-            raise HaseError(f"manifest is not valid JSON ({e.msg})", mpath)
-        if self.manifest.get("format") != FORMAT:
-            raise HaseError(f"manifest format {self.manifest.get('format')!r}, expected {FORMAT!r}", mpath)
-        self.features = self.manifest["features"]
-        self.load_fields = self.manifest["load_fields"]
-        self.type_codes = self.manifest["type_codes"]
-        self.per_type = self.manifest["per_type"]
-        self._sessions = {}
-        self.device = self.manifest.get("metadata", {}).get("device")  # the EP it was trained on: cpu | cuda
-        lp = self.dir / self.manifest.get("lookup_table", LOOKUP)
-        self.lookup = lookup_table.LookupTable.load(lp) if lp.exists() else None
-        self.fast_path = True    # exactly measured kernels come from the lookup table
-        self.roofline = self.manifest.get("roofline")   # the trees predict log(time / roofline time)
-
-    def _session(self, key: str):
-        if key not in self._sessions:
-            entry = self.manifest["models"][key]
-            path = self.dir / entry["onnx"]
-            if not path.exists():
-                raise HaseError("model file missing", path)
-            self._sessions[key] = onnx_session(path)
-        return self._sessions[key]
-
-    def feature_rows(self, kernels, load: dict) -> pd.DataFrame:
-        """Feature rows of record kernels (or row dicts) under the given load."""
-        return self._with_roofline(feature_frame(kernels, self.load_fields, self.type_codes, load=load))
-
-    def _with_roofline(self, rows: pd.DataFrame) -> pd.DataFrame:
-        if not self.roofline or all(c in rows.columns for c in ROOFLINE_COLS):
-            return rows
-        r = self.roofline
-        return with_roofline(rows, (r["peak_flop_per_us"], r["peak_bytes_per_us"]), r["floor_us"])
-
-    def route(self, kernel_type: str) -> str:
-        return self.per_type.get(kernel_type, "generic")
-
-    def unseen_types(self, kernels) -> list:
-        """Types of these kernels that the training data lacked (the generic model predicts them).
-        A function of the kernels only: a predictor kept loaded across models reports each on its own."""
-        return sorted({str(k["type"]) for k in kernels if str(k["type"]) not in self.per_type})
-
-    def predict(self, kernel_feature_rows: pd.DataFrame) -> np.ndarray:
-        """Latency in ms per row. Rows: feature_rows()/feature_frame() output (the 'kernel_type'
-        column routes rows; without it the type_code column does)."""
-        rows = kernel_feature_rows
-        if self.roofline and all(c in rows.columns for c in ("flops", "bytes_total")):
-            rows = self._with_roofline(rows)
-        for f in self.features:
-            if f not in rows.columns:
-                what = "load field" if f in self.load_fields else "feature column"
-                raise HaseError(f"{what} '{f}' missing from the rows to predict")
-        if META_TYPE in rows.columns:
-            types = rows[META_TYPE].astype(str).to_numpy()
-        else:
-            names = {float(c): t for t, c in self.type_codes.items()}
-            types = np.array([names.get(float(c), f"<type_code {c}>") for c in rows[TYPE_COL]])
-        keys = np.array([self.route(t) for t in types])
-        for t in sorted(set(types[keys == "generic"])):  # once per type and call, never remembered
-            warnings.warn(f"kernel type '{t}' was not in the training data; predicted by the "
-                          f"generic FLOPs/bytes model", UnknownKernelTypeWarning, stacklevel=3)
-        out_log = np.full(len(rows), np.nan)
-        for key in sorted(set(keys)):
-            idx = np.where(keys == key)[0]
-            cols = self.manifest["models"][key]["features"]
-            X = rows.iloc[idx][cols].to_numpy(np.float32)
-            out_log[idx] = self._session(key).run(None, {"input": X})[0].ravel()
-        if self.roofline:   # the trees' log ratio + the roofline time (us -> ms)
-            over = np.zeros(len(rows), bool)
-            for col, key in (("log_compute_us", "train_max_compute_us"), ("log_memory_us", "train_max_memory_us")):
-                top = self.roofline.get(key)
-                if top:
-                    over |= rows[col].to_numpy(float) > math.log(top)
-            if over.any():
-                warnings.warn(f"{int(over.sum())} kernel(s) with more FLOPs or bytes than any trained: the roofline-ratio "
-                              f"model extrapolates poorly there (train with roofline.peaks_json=\"\" to learn the time "
-                              f"itself)", BeyondTrainingRangeWarning, stacklevel=3)
-            out_log += rows["log_roofline_us"].to_numpy(float) - math.log(1e3)
-        return np.exp(out_log)
-
-    def predict_kernels(self, record_kernels, load: dict) -> dict:
-        """{kernel id: predicted ms} for phase 2 record kernels under one load snapshot."""
-        kernels = list(record_kernels)
-        if not kernels:
-            return {}
-        ms = self.predict(self.feature_rows(kernels, load))
-        out = {k.get("id", str(i)): float(v) for i, (k, v) in enumerate(zip(kernels, ms))}
-        if self.lookup is not None and self.fast_path:
-            for k in kernels:   # measured exactly (same type, shapes and attributes): the table wins
-                ms = self.lookup.measured(kernel_id(k), load) if "id" in k and "signature" in k else None
-                if ms is not None:
-                    out[k["id"]] = ms
-        return out
-
-
-def load_predictor(model_dir):
-    """The predictor in a folder: a kernel predictor (phase 5) or a corpus node model (inference/node_model.py)."""
-    from inference.node_model import NodeModel, is_node_model
-    if is_node_model(model_dir):
-        return NodeModel.load(model_dir)
-    return KernelPredictor(model_dir)
 
 
 if __name__ == "__main__":

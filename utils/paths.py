@@ -16,8 +16,22 @@ from utils.errors import HaseError
 REPO = Path(__file__).resolve().parent.parent
 
 
+def child_env(env=None) -> dict:
+    """The environment for a child process that runs one of Hase's scripts by path: the repository's root first on
+    PYTHONPATH, so `python path/to/script.py` imports the project whether or not it is installed."""
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    return env
+
+
 def home() -> Path:
-    return Path(os.environ.get("HASE_HOME", REPO)).resolve()
+    """HASE_HOME; else the checkout (scripts, `pip install -e .`); else, installed into site-packages
+    (`pip install .`), a cache folder outside it ($XDG_CACHE_HOME/hase, ~/.cache/hase)."""
+    if os.environ.get("HASE_HOME"):
+        return Path(os.environ["HASE_HOME"]).resolve()
+    if (REPO / "pyproject.toml").exists():
+        return REPO
+    return (Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hase").resolve()
 
 
 # phase outputs (generated, gitignored unless committed results)

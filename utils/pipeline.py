@@ -15,8 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from utils import paths
 from utils.errors import HaseError, run_main  # noqa: E402
 from utils.ort_session import resolve_device  # noqa: E402
 
@@ -77,7 +77,7 @@ def main() -> int:
             cmd += ["--set", f"idle_busy_max={args.idle_busy_max:g}"]
         print(f"[{i}/{len(todo)}] {name}: {' '.join(cmd[1:])}", flush=True)
         t0 = time.perf_counter()
-        rc = subprocess.call(cmd, cwd=REPO)
+        rc = subprocess.call(cmd, cwd=REPO, env=paths.child_env())
         if rc != 0:
             raise HaseError(f"stage '{name}' failed with exit code {rc}", script)
         print(f"[{i}/{len(todo)}] {name} done in {time.perf_counter() - t0:.0f} s", flush=True)

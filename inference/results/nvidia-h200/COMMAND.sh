@@ -3,6 +3,7 @@
 # Kernel predictor first:
 #   .venv/bin/python training/train_kernel_model.py --device cuda --set data_csv=benchmark/results/nvidia-h200/kernels.csv.xz \
 #     --set extra_csv=[benchmark/results/nvidia-h200/kernels_more/kernels.csv.xz]
+export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"  # the project's packages, installed or not
 .venv/bin/python evaluator.py --device cuda \
   --from-csv benchmark/results/nvidia-h200/models.csv.gz --from-csv benchmark/results/nvidia-h200/corunners/models.csv.gz \
   --records ort_analysis/ort_kernel_record/nvidia-h200/records.json.xz --fit \

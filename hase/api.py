@@ -1,0 +1,354 @@
+"""The Predictor API: what a scheduler (or `hase predict`, or `hase serve`) calls.
+
+    import hase
+    p = hase.load_predictor("nvidia-h200")          # or "nvidia-h100", "cpu" (this machine's CPU EP), a device slug
+    rec = p.analyse("model.onnx")                   # phase 2 record for the target EP (cache it: it is a dict)
+    r = p.predict(rec, load={"DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.4, "DCGM_FI_DEV_SM_CLOCK": 1980})
+    r.total_ms, r.p10_ms, r.p90_ms, r.idle_ms, r.breakdown, r.warnings, r.provenance
+    p.predict_many([rec_a, rec_b], load=...)       # or [(rec, load), ...]
+
+A Predictor is thread-safe: the kernel predictor's models load once under a lock, each analysed model's
+load-independent part (kernel times at idle) is cached per (model, session options) and never modified, and a
+prediction shares no state with another. Bad input is a HaseError with a one-line message naming the field or file.
+"""
+import hashlib
+import json
+import threading
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from utils.errors import HaseError
+
+GPUS = ("nvidia-h200", "nvidia-h100")   # GPUs with a shipped predictor and timeline model
+_WARN_LOCK = threading.Lock()   # warnings.catch_warnings changes process-wide state: one at a time
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One prediction of `session.run` (ms): central value, p10-p90 across fresh sessions (and, next to a part-time
+    neighbour, across runs), the idle value, the per-node breakdown (host dispatch and GPU time, us), warnings and
+    where every input came from."""
+    model: str
+    target: str
+    total_ms: float
+    p10_ms: float
+    p90_ms: float
+    idle_ms: float
+    breakdown: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)
+    provenance: dict = field(default_factory=dict)
+    details: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _plain(v):
+    """numpy scalars and arrays -> Python numbers and lists (JSON-ready)."""
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if hasattr(v, "tolist"):
+        return v.tolist()
+    return v
+
+
+def _read_record(path: Path) -> dict:
+    from utils import paths
+    rec = paths.read_json(path, "phase 2 record")
+    if not isinstance(rec, dict) or not isinstance(rec.get("kernels"), list) or "device" not in rec:
+        raise HaseError("not a phase 2 record (needs 'kernels' and 'device')", path)
+    return rec
+
+
+def record_key(record: dict) -> str:
+    """A stable id of an analysed model (what the service's analysis ids are)."""
+    return hashlib.sha256(json.dumps(record.get("kernels"), sort_keys=True, default=str).encode()
+                          + str(record.get("graph_inputs")).encode()).hexdigest()[:16]
+
+
+_CUDA_OK = None
+
+
+def cuda_here() -> bool:
+    global _CUDA_OK
+    if _CUDA_OK is None:
+        from utils.ort_session import cuda_probe
+        _CUDA_OK = cuda_probe()[0]
+    return _CUDA_OK
+
+
+def analyse_onnx(onnx_path, device: str, cfg: dict) -> tuple:
+    """(record, how) for the target EP. CUDA: a CUDA EP here, else the offline analysis
+    (ort_analysis.offline_cuda.analyse), else a one-line error."""
+    from inference.runtime import analyse
+    path = Path(onnx_path)
+    if not path.is_file():
+        raise HaseError("file not found" if not path.exists() else "not a file", path)
+    if device == "cpu":
+        return analyse(path, "cpu", cfg), "ORT CPU EP here"
+    if cuda_here():
+        return analyse(path, "cuda", cfg), "ORT CUDA EP here"
+    try:
+        from ort_analysis.offline_cuda import analyse as offline
+    except ImportError:
+        raise HaseError("analysing a model for a GPU needs a working CUDA EP here or the offline CUDA-EP analysis "
+                        "(ort_analysis.offline_cuda, not available); or pass a phase 2 record (.json) made on a GPU "
+                        "machine", path)
+    rec = offline(path)
+    return rec, "offline CUDA-EP analysis (ort_analysis.offline_cuda)"
+
+
+class Predictor:
+    """Predictions for one target (a GPU or the CPU EP): its timeline model and kernel predictor, loaded once."""
+
+    def __init__(self, target: str, timeline_model=None, predictor_dir=None, config=None):
+        from inference import timeline_model as tm
+        from inference.runtime import DEFAULTS, load_timeline_model, session_options
+        from utils import paths
+        from utils.config import _merge, resolve
+        cfg = resolve(DEFAULTS, paths.phase_config("inference"))   # inference/config.yaml: Prometheus queries, probe
+        if config:
+            _merge(cfg, dict(config), "config")
+        if timeline_model:
+            cfg["timeline_model"] = str(timeline_model)
+        if predictor_dir:
+            cfg["predictor_dir"] = str(predictor_dir)
+        self.cfg = cfg
+        if target in ("cpu", "local-cpu") or str(target).startswith("cpu-"):
+            self.device = "cpu"
+            from utils.ort_session import device_slug
+            self.slug = device_slug("cpu") if target in ("cpu", "local-cpu") else target
+        else:
+            self.device, self.slug = "cuda", target
+        self.target = self.slug
+        self.model, self.timeline_path = load_timeline_model(cfg, self.slug)
+        if self.model is None and not cfg["timeline_model"] and target != "cpu":
+            # a named device's committed timeline (e.g. the Xeon CPU's) when HASE_HOME points elsewhere
+            for sub in ("default", "interference", "measured", "."):
+                cand = paths.REPO / "inference" / "results" / self.slug / sub / "timeline_model.json"
+                if cand.exists():
+                    self.model, self.timeline_path = load_timeline_model(dict(cfg, timeline_model=str(cand)), self.slug)
+                    break
+        pdir = tm.predictor_of(self.model, cfg["predictor_dir"]) or paths.train_models_dir() / self.slug
+        self.predictor = None
+        if (Path(pdir) / "manifest.json").exists():
+            from training.kernel_predictor import load_predictor
+            self.predictor = load_predictor(pdir)
+            from inference.runtime import check_ep
+            check_ep(self.predictor, self.device, pdir)
+        elif not (self.model and self.model.get("gpu_table")):   # a CUPTI/line table needs no kernel predictor
+            raise HaseError(self._missing_message(), pdir)
+        self.predictor_dir = Path(pdir) if self.predictor else None
+        self.default_options = session_options(cfg)
+        self._lock = threading.Lock()
+        self._records = {}   # analysis cache: (path, size, mtime) -> record
+        self._preps = {}     # record key -> prepared timeline input (read-only)
+        self._ids = {}       # id(record) -> (record, record key)
+        self.fields = self._fields()
+
+    def _missing_message(self) -> str:
+        if self.device == "cpu":
+            return (f"no CPU EP predictor for this machine ({self.slug}): run `hase pipeline --device cpu` (about "
+                    f"2-5 min on 2 cores), or predict for a measured CPU with "
+                    f"--set timeline_model=inference/results/cpu-intel-r-xeon-r-processor/timeline_model.json")
+        from hase.api import GPUS
+        return (f"no predictor for '{self.slug}' (shipped: {', '.join(GPUS)}; others: measure the kernel space on "
+                f"that GPU, then `hase build-predictor`)")
+
+    def _fields(self) -> list:
+        from inference import timeline_model as tm
+        own = [f[3:] for f in self.predictor.load_fields] if self.predictor else []
+        return list(dict.fromkeys(own + tm.load_fields_of(self.model, self.device)))
+
+    # ---- inputs ------------------------------------------------------------------------------
+    def idle_load(self) -> dict:
+        """The load at which the timeline was measured: what `load=None` means."""
+        from inference import timeline_model as tm
+        idle = dict((self.model or {}).get("idle_load", {}))
+        for f in self.fields:
+            idle.setdefault("bg_" + f, 0.0)
+        if self.model and self.device == "cuda" and self.model.get("idle_clock_mhz"):
+            idle["bg_" + tm.CLOCK] = float(self.model["idle_clock_mhz"])
+        return idle
+
+    def check_load(self, load: dict, where: str = "load") -> tuple:
+        """(load {bg_field: value}, wait info, warning or None) from {field: value} (with or without bg_): every field
+        the predictor reads must be there and in its range (benchmark/gpu_metrics.FIELD_SPECS)."""
+        from benchmark.gpu_metrics import check_value
+        from inference.load_sources import BG, WAIT, launch_wait
+        if not isinstance(load, dict):
+            raise HaseError(f"{where} must be an object {{field: value}}")
+        got = {}
+        for k, v in load.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise HaseError(f"{where}.{k} must be a number, not {type(v).__name__}")
+            got[k[len(BG):] if str(k).startswith(BG) else str(k)] = float(v)
+        missing = [f for f in self.fields if f not in got]
+        if missing:
+            raise HaseError(f"{where}.{missing[0]} is missing (this predictor reads: {', '.join(self.fields)})")
+        wait, info, warning = launch_wait(got, where, float(self.cfg["probe"]["max_age_s"]), time.time())
+        out = {BG + f: check_value(f, got[f], where) for f in self.fields}
+        if wait is not None:
+            out[BG + WAIT] = wait
+        return out, info, warning
+
+    def analyse(self, onnx_path) -> dict:
+        """Phase 2 record of an ONNX model for this target's EP (cached by path, size and mtime)."""
+        path = Path(onnx_path)
+        if not path.is_file():
+            raise HaseError("file not found" if not path.exists() else "not a file", path)
+        st = path.stat()
+        key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+        with self._lock:
+            rec = self._records.get(key)
+        if rec is None:
+            with _ANALYSE_LOCK:   # ORT writes the optimized graph beside the model: one analysis at a time
+                rec, how = analyse_onnx(path, self.device, self.cfg)
+            rec = dict(rec, analysed_by=how)
+            with self._lock:
+                self._records[key] = rec
+        return rec
+
+    def _record(self, model_or_record) -> dict:
+        if isinstance(model_or_record, dict):
+            if not isinstance(model_or_record.get("kernels"), list):
+                raise HaseError("record has no 'kernels' list")
+            return model_or_record
+        path = Path(model_or_record)
+        name = path.name.lower()
+        if name.endswith((".json", ".json.gz", ".json.xz")):
+            return _read_record(path)
+        return self.analyse(path)
+
+    def options(self, options=None) -> dict:
+        from inference.runtime import session_options
+        if options is None:
+            return self.default_options
+        if not isinstance(options, dict):
+            raise HaseError("options must be an object {cudnn_conv_algo_search, io_binding}")
+        unknown = sorted(set(options) - {"cudnn_conv_algo_search", "io_binding"})
+        if unknown:
+            raise HaseError(f"options.{unknown[0]} is not a session option Hase models "
+                            f"(cudnn_conv_algo_search, io_binding)")
+        return session_options({**self.default_options, **options})
+
+    def _key_of(self, record: dict) -> str:
+        """record_key(), remembered per record object (hashing a record costs ~5 ms; a scheduler passes the same
+        dict again and again). The cache holds the record, so its id cannot be reused while cached."""
+        with self._lock:
+            hit = self._ids.get(id(record))
+        if hit is not None and hit[0] is record:
+            return hit[1]
+        key = record_key(record)
+        with self._lock:
+            if len(self._ids) >= 4096:
+                self._ids.pop(next(iter(self._ids)))
+            self._ids[id(record)] = (record, key)
+        return key
+
+    def prepared(self, record: dict) -> dict:
+        """The record's load-independent timeline input (kernel times at idle), cached; do not modify it."""
+        from inference.runtime import prepare_record
+        key = record.get("_hase_key") or self._key_of(record)
+        with self._lock:
+            prep = self._preps.get(key)
+        if prep is None:
+            with _WARN_LOCK, warnings.catch_warnings():
+                warnings.simplefilter("ignore")   # unseen types are reported from prep["unseen_types"]
+                prep = prepare_record(record, self.predictor, self.model)
+            with self._lock:
+                self._preps[key] = prep
+        return prep
+
+    # ---- prediction --------------------------------------------------------------------------
+    def predict(self, model_or_record, load=None, options=None) -> Prediction:
+        """Predicted session.run of an ONNX file, a record file or a record dict, under `load` ({DCGM field: value};
+        None: idle, as measured) with session `options` (None: ORT's defaults)."""
+        from inference.runtime import predict_record
+        record = self._record(model_or_record)
+        if record.get("device") != self.device:
+            raise HaseError(f"the record is analysed for the {record.get('device')} EP, this predictor is for the "
+                            f"{self.device} EP ({self.target})")
+        opts = self.options(options)
+        warns = []
+        if load is None:
+            ld, info, w = self.idle_load(), {"wait_source": "idle (no load given)"}, None
+            src = "idle (no load given)"
+        elif isinstance(load, tuple):   # (checked load, info, warning, source): from a load source
+            ld, info, w, src = load
+        else:
+            ld, info, w = self.check_load(load)
+            src = "given"
+        if w:
+            warns.append(w)
+        if self.model is None:   # no timeline model: the plain Σ in ORT's order
+            if self.predictor is None:
+                raise HaseError(self._missing_message())
+            with _WARN_LOCK, warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                res = predict_record(record, self.predictor, ld, None, opts)
+                idle = predict_record(record, self.predictor, self.idle_load(), None, opts)["total_ms"]
+            warns += sorted({str(c.message) for c in caught})
+            res["idle_ms"] = idle
+        else:
+            prep = self.prepared(record) if self.predictor is not None else None
+            if prep is None:   # a table timeline (no kernel predictor): prepare without kernel times
+                from inference.timeline_model import prepared as tm_prepared
+                prep = tm_prepared(record, {k["id"]: 0.0 for k in record["kernels"]}, self.model)
+                prep.update(kernel_ms={k["id"]: 0.0 for k in record["kernels"]}, standalone_sum_ms=0.0, unseen_types=[])
+            try:
+                res = predict_record(record, self.predictor, ld, self.model, opts, prep=prep)
+            except HaseError as e:   # the timeline refuses a session option: name it
+                if "cudnn_conv_algo_search" in str(e):
+                    raise HaseError(f"options.cudnn_conv_algo_search: {e}")
+                raise
+            for t in res.get("unseen_types") or []:
+                warns.append(f"kernel type '{t}' was not in the training data; predicted by the generic "
+                             f"FLOPs/bytes model")
+        warns += list((self.model or {}).get("warnings_for_users", []))
+        details = {k: v for k, v in res.items() if not k.startswith("_") and k not in (
+            "kernels", "total_ms", "p10_ms", "p90_ms", "idle_ms", "model", "device")}
+        details.update(info)
+        details["load"] = ld
+        breakdown = [{k: (float(v) if hasattr(v, "dtype") else v) for k, v in kk.items()} for kk in res["kernels"]]
+        prov = {"target": self.target, "device": self.device, "timeline_model": str(self.timeline_path)
+                if self.model else None, "predictor_dir": str(self.predictor_dir) if self.predictor_dir else None,
+                "predictor_trained_on": (self.predictor.manifest.get("trained_on") if self.predictor else None),
+                "load_source": src, "session_options": opts, "analysed_by": record.get("analysed_by", "given record"),
+                "ort_version_of_record": (record.get("provenance") or {}).get("ort_version")}
+        return Prediction(model=record.get("model", "?"), target=self.target, total_ms=float(res["total_ms"]),
+                          p10_ms=float(res["p10_ms"]), p90_ms=float(res["p90_ms"]),
+                          idle_ms=float(res.get("idle_ms", res["total_ms"])), breakdown=breakdown,
+                          warnings=warns, provenance=_plain(prov), details=_plain(details))
+
+    def predict_many(self, items, load=None, options=None) -> list:
+        """Predictions of many models: items are models/records (all under `load`) or (model, load) pairs."""
+        out = []
+        for it in items:
+            if isinstance(it, tuple) and len(it) == 2:
+                out.append(self.predict(it[0], it[1], options))
+            else:
+                out.append(self.predict(it, load, options))
+        return out
+
+
+_ANALYSE_LOCK = threading.Lock()
+_CACHE = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def load_predictor(target: str = "nvidia-h200", timeline_model=None, predictor_dir=None, config=None) -> Predictor:
+    """The Predictor of a target: 'nvidia-h200', 'nvidia-h100' (shipped), 'cpu' (this machine's CPU EP: needs a
+    phase 5 CPU predictor, `hase pipeline --device cpu`), or a device slug with a timeline model. Cached per
+    arguments: the same object is returned to every caller (it is thread-safe)."""
+    if not isinstance(target, str) or not target:
+        raise HaseError("target must be a GPU name such as nvidia-h200, or cpu")
+    key = (target, str(timeline_model), str(predictor_dir), json.dumps(config, sort_keys=True, default=str))
+    with _CACHE_LOCK:
+        if key not in _CACHE:
+            _CACHE[key] = Predictor(target, timeline_model, predictor_dir, config)
+        return _CACHE[key]

@@ -1,0 +1,141 @@
+"""The `hase` command: one entry point over the phase scripts' main()s, plus `predict` on the Predictor API.
+
+    hase predict model.onnx [--gpu nvidia-h200|nvidia-h100 | --device cpu] [--metrics-file F | --prometheus URL]
+                 [--json F] [--trace F]
+    hase serve [--host H] [--port P]
+    hase <phase command> ...   (pipeline, export, analyse, collect, train, evaluate, agent, trace, build-predictor):
+                               the same arguments as the script itself; `hase <command> --help`
+"""
+import argparse
+import importlib
+import json
+import sys
+from pathlib import Path
+
+# command -> (module whose main() it runs, what it does). Each script also runs as `python path/to/script.py`.
+COMMANDS = {
+    "pipeline": ("utils.pipeline", "the main job: every phase in order (utils/pipeline.py)"),
+    "export": ("model_zoo.torchvision_exporter", "phase 1: export torchvision models to ONNX"),
+    "analyse": ("ort_analysis.fusion_detector", "phase 2: the kernels ORT runs for a model, per EP"),
+    "collect": ("benchmark.collector", "phase 4: measure kernels and models under loads"),
+    "train": ("training.train_kernel_model", "phase 5: train the kernel predictor on phase 4's CSV"),
+    "predict": (None, "predict a model's session.run latency (Predictor API)"),
+    "evaluate": ("evaluator", "judge predictions against measurements (evaluator.py)"),
+    "agent": ("inference.node_agent", "node agent: DCGM fields + launch-wait probe for Prometheus"),
+    "serve": ("hase.service", "the prediction service for schedulers (FastAPI on uvicorn)"),
+    "trace": ("benchmark.trace_run", "measured timelines of models in fresh sessions"),
+    "build-predictor": ("training.build_predictor", "build a GPU's shipped compact predictor from its kernel space"),
+}
+
+
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = ["usage: hase COMMAND [ARGS...]", "",
+             "Predict ONNX Runtime latency on NVIDIA GPUs and the CPU EP under load.", "", "commands:"]
+    lines += [f"  {c:<{width}}  {d}" for c, (_, d) in COMMANDS.items()]
+    lines += ["", "hase COMMAND --help shows a command's arguments."]
+    return "\n".join(lines)
+
+
+def predict_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="hase predict", description="Predict a model's session.run latency under the "
+                                "current load, without running it (prints the central value, p10-p90, breakdown)")
+    p.add_argument("model", type=Path, help="an ONNX model, or a phase 2 record (.json/.json.xz) for the target EP")
+    tgt = p.add_mutually_exclusive_group()
+    tgt.add_argument("--gpu", help="target GPU: nvidia-h200 or nvidia-h100 (need not be on this machine)")
+    tgt.add_argument("--device", choices=["cpu", "cuda", "auto"], help="this machine's EP (default: auto)")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--metrics-file", type=Path, help="JSON {DCGM field: value} of the GPU's background load")
+    src.add_argument("--prometheus", metavar="URL", help="read the load from Prometheus (e.g. http://host:9090)")
+    p.add_argument("--selector", help="Prometheus label selector of the GPU (default: inference/config.yaml's)")
+    p.add_argument("--json", type=Path, help="write the prediction (all fields, per-node breakdown) here")
+    p.add_argument("--trace", type=Path, help="write the predicted timeline as a Chrome trace (ui.perfetto.dev)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override an inference/config.yaml key (e.g. io_binding=true, timeline_model=...)")
+    p.add_argument("--top", type=int, default=15, help="rows of the per-kernel breakdown printed")
+    return p
+
+
+def predict_main(argv) -> int:
+    from hase.api import load_predictor
+    from inference.load_sources import AGE, TS, WAIT, load_from_file, load_from_prometheus
+    from inference.runtime import DEFAULTS, format_prediction, predict_record, write_trace
+    from utils import paths
+    from utils.config import parse_override, resolve
+    from utils.errors import HaseError
+    args = predict_parser().parse_args(argv)
+    cfg = resolve(DEFAULTS, paths.phase_config("inference"), args.overrides)
+    if not args.model.is_file():
+        raise HaseError("file not found" if not args.model.exists() else "not a file", args.model)
+    local = False
+    if args.gpu:
+        target = args.gpu
+    else:
+        from utils.ort_session import device_slug, resolve_device
+        dev = resolve_device(args.device or cfg["device"])
+        target, local = ("cpu" if dev == "cpu" else device_slug("cuda")), True
+    overrides = {}
+    for item in args.overrides:
+        overrides.update(parse_override(item))
+    pred = load_predictor(target, config=overrides or None)
+    warn = []
+    if args.metrics_file:
+        load = pred.check_load(load_from_file(args.metrics_file), str(args.metrics_file))
+        load = (*load, f"file {args.metrics_file}")
+    elif args.prometheus:
+        pcfg = dict(cfg["prometheus"], url=args.prometheus)
+        if args.selector:
+            pcfg["selector"] = args.selector
+        got = load_from_prometheus(pcfg, pred.fields, optional=(WAIT, AGE, TS))
+        load = (*pred.check_load(got, f"prometheus {args.prometheus}"), f"prometheus {args.prometheus}")
+    elif local:
+        from inference.load_sources import current_load
+        ld, src, info, w = current_load(cfg, pred.device, pred.fields)
+        load = (ld, info, w, src)
+    else:
+        load = None
+        warn.append(f"no load given for {target} (not this machine's device): predicted at idle; pass "
+                    f"--metrics-file or --prometheus")
+    res = pred.predict(args.model, load)
+    text = {**res.details, "model": res.model, "total_ms": res.total_ms, "p10_ms": res.p10_ms,
+            "p90_ms": res.p90_ms, "idle_ms": res.idle_ms, "kernels": res.breakdown}
+    print(format_prediction(text, args.top))
+    for w in warn + res.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    if args.trace:
+        if pred.model is None:
+            raise HaseError("a trace needs a timeline model", pred.timeline_path)
+        record = pred._record(args.model)
+        ld = res.details["load"]
+        full = predict_record(record, pred.predictor, ld, pred.model, res.provenance["session_options"],
+                              prep=pred.prepared(record))
+        write_trace(record, full, pred.model, args.trace)
+        print(f"predicted timeline written to {args.trace} (open in ui.perfetto.dev)", file=sys.stderr)
+    if args.json:
+        paths.atomic_write_text(args.json, json.dumps(res.to_dict(), indent=1, default=float) + "\n")
+    return 0
+
+
+def main(argv=None) -> None:
+    from utils.errors import run_main
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(usage())
+        sys.exit(0 if argv else 2)
+    if argv[0] in ("-V", "--version"):
+        from hase import __version__
+        print(f"hase {__version__}")
+        sys.exit(0)
+    cmd, rest = argv[0], argv[1:]
+    if cmd not in COMMANDS:
+        print(f"error: unknown command '{cmd}' (hase --help lists them)", file=sys.stderr)
+        sys.exit(2)
+    if cmd == "predict":
+        run_main(lambda: predict_main(rest))
+    module = importlib.import_module(COMMANDS[cmd][0])
+    sys.argv = [f"hase {cmd}", *rest]
+    run_main(module.main)
+
+
+if __name__ == "__main__":
+    main()

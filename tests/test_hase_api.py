@@ -1,0 +1,195 @@
+"""The installable `hase`: the Predictor API on the shipped predictors, the compact forests, `hase predict`.
+
+GPU predictions run from committed phase 2 CUDA records (ort_analysis/ort_kernel_record/nvidia-h200/records.json.xz):
+no GPU is needed to predict for one.
+"""
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+from utils.errors import HaseError  # noqa: E402
+from helpers import build_residual_model  # noqa: E402
+
+RECORDS = REPO / "ort_analysis" / "ort_kernel_record" / "nvidia-h200" / "records.json.xz"
+XEON = REPO / "inference" / "results" / "cpu-intel-r-xeon-r-processor" / "timeline_model.json"
+
+
+@pytest.fixture(scope="module")
+def records():
+    from graph_model.dag_critical_path import records_in_file
+    return records_in_file(str(RECORDS))
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("HASE_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def test_compact_forest_matches_xgboost(tmp_path):
+    """The numpy evaluation of the shipped forests gives XGBoost's own predictions (missing values included)."""
+    xgb = pytest.importorskip("xgboost")
+    from training.kernel_predictor import CompactForest, forest_arrays, load_forests, save_forests
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((400, 6)).astype(np.float32)
+    y = X[:, 0] * 2 + np.sin(X[:, 1]) + (X[:, 2] > 0.3) + rng.standard_normal(400) * 0.1
+    X[::9, 2] = np.nan
+    m = xgb.XGBRegressor(n_estimators=60, max_depth=5, learning_rate=0.2).fit(X, y)
+    save_forests({"global": forest_arrays(m.get_booster())}, tmp_path / "f.npz.xz")
+    f = load_forests(tmp_path / "f.npz.xz")["global"]
+    assert isinstance(f, CompactForest)
+    Xt = rng.standard_normal((300, 6)).astype(np.float32)
+    Xt[::5, 1] = np.nan
+    assert np.max(np.abs(f.predict(Xt) - m.predict(Xt))) < 1e-4
+    assert f.run(None, {"input": Xt[:3]})[0].shape == (3, 1)
+
+
+@pytest.mark.parametrize("gpu", ["nvidia-h200", "nvidia-h100"])
+def test_shipped_predictor_for_each_gpu(gpu, records):
+    """A fresh clone predicts for each GPU with committed data: default timeline found without flags, its kernel
+    predictor the compact all-data one (<= 10 MB), idle <= loaded, p10 <= central <= p90."""
+    import hase
+    p = hase.load_predictor(gpu)
+    assert Path(p.timeline_path).parts[-3:] == (gpu, "default", "timeline_model.json")
+    assert p.predictor_dir == REPO / "training" / "predictors" / gpu
+    assert sum(f.stat().st_size for f in p.predictor_dir.iterdir()) <= 10e6
+    assert "all rows" in p.predictor.manifest["trained_on"]
+    rec = records["resnet50_bs16_224x224"]
+    idle = p.predict(rec)
+    assert idle.p10_ms <= idle.total_ms <= idle.p90_ms and idle.total_ms > 0
+    assert idle.idle_ms == pytest.approx(idle.total_ms)
+    assert len(idle.breakdown) == len(rec["kernels"])
+    assert idle.provenance["load_source"].startswith("idle")
+    busy = p.predict(rec, load={"DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.6, "DCGM_FI_DEV_SM_CLOCK": 1980.0,
+                                "DCGM_FI_PROF_DRAM_ACTIVE": 0.1})
+    assert busy.total_ms > idle.total_ms * 1.2
+    assert busy.idle_ms == pytest.approx(idle.total_ms)
+    assert json.loads(json.dumps(busy.to_dict(), default=float))["target"] == gpu
+
+
+def test_predictor_rejects_bad_loads_naming_the_field(records):
+    import hase
+    p = hase.load_predictor("nvidia-h200")
+    rec = records["resnet18_bs1_224x224"]
+    with pytest.raises(HaseError, match="load.DCGM_FI_DEV_SM_CLOCK is missing"):
+        p.predict(rec, load={"DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.3})
+    with pytest.raises(HaseError, match="DCGM_FI_PROF_GR_ENGINE_ACTIVE.*out of range"):
+        p.predict(rec, load={"DCGM_FI_PROF_GR_ENGINE_ACTIVE": 97, "DCGM_FI_DEV_SM_CLOCK": 1980})
+    with pytest.raises(HaseError, match="load.DCGM_FI_DEV_SM_CLOCK must be a number"):
+        p.predict(rec, load={"DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.3, "DCGM_FI_DEV_SM_CLOCK": "fast"})
+    with pytest.raises(HaseError, match="options.threads is not a session option"):
+        p.predict(rec, options={"threads": 4})
+    with pytest.raises(HaseError, match="no predictor for 'nvidia-a100'"):
+        hase.load_predictor("nvidia-a100")
+
+
+def test_predict_many_in_threads_equals_serial(records):
+    """Thread-safe: the same predictions from 4 threads at once as one after another."""
+    import hase
+    p = hase.load_predictor("nvidia-h200")
+    items = [(records[m], {"DCGM_FI_PROF_GR_ENGINE_ACTIVE": u, "DCGM_FI_DEV_SM_CLOCK": 1980.0})
+             for m in ("resnet18_bs1_224x224", "mobilenet_v2_bs16_224x224", "vit_b_16_bs16_224x224")
+             for u in (0.0, 0.5)]
+    serial = [r.total_ms for r in p.predict_many(items)]
+    out, errors = {}, []
+
+    def work(i):
+        try:
+            out[i] = [r.total_ms for r in p.predict_many(items)]
+        except Exception as e:   # surfaced below
+            errors.append(e)
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    assert not errors
+    assert all(v == serial for v in out.values())
+
+
+def test_gpu_analysis_without_a_cuda_ep_is_one_line(tmp_path):
+    """An ONNX file for a GPU target on a machine without a CUDA EP: the offline analysis if installed, else a
+    one-line error saying what is needed."""
+    import hase
+    from hase.api import cuda_here
+    if cuda_here():
+        pytest.skip("a CUDA EP works here")
+    build_residual_model(tmp_path / "m.onnx", "m", 8, 2, 16)
+    p = hase.load_predictor("nvidia-h200")
+    try:
+        import ort_analysis.offline_cuda  # noqa: F401
+    except ImportError:
+        with pytest.raises(HaseError, match="needs a working CUDA EP here or the offline CUDA-EP analysis"):
+            p.predict(tmp_path / "m.onnx")
+    else:
+        assert p.predict(tmp_path / "m.onnx").total_ms > 0
+
+
+def hase_cli(*args, home, cwd=REPO):
+    env = dict(os.environ, HASE_HOME=str(home))
+    return subprocess.run([sys.executable, "-m", "hase.cli", *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_cli_predict_cpu_and_gpu_record(tmp_path, home, records):
+    """`hase predict`: CPU EP on a small ONNX model with the committed Xeon timeline; a GPU from a record, at idle
+    with a warning, and from a metrics file; bad input: one line naming the file or field, exit 2."""
+    build_residual_model(tmp_path / "m.onnx", "m", 8, 2, 16)
+    r = hase_cli("predict", tmp_path / "m.onnx", "--device", "cpu", "--set", f"timeline_model={XEON}",
+                 "--metrics-file", tmp_path / "none.json", home=home)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "none.json" in r.stderr
+    (tmp_path / "cpu_load.json").write_text(json.dumps({"CPU_UTIL_PCT": 10.0}))
+    r = hase_cli("predict", tmp_path / "m.onnx", "--device", "cpu", "--set", f"timeline_model={XEON}",
+                 "--metrics-file", tmp_path / "cpu_load.json", "--json", tmp_path / "cpu.json", home=home)
+    assert r.returncode == 0, r.stderr
+    out = json.loads((tmp_path / "cpu.json").read_text())
+    assert out["model"] == "m" and out["p10_ms"] <= out["total_ms"] <= out["p90_ms"]
+    assert "predicted session.run" in r.stdout
+    rec = tmp_path / "rec.json"
+    rec.write_text(json.dumps(records["resnet18_bs1_224x224"]))
+    r = hase_cli("predict", rec, "--gpu", "nvidia-h200", "--json", tmp_path / "g.json", "--trace", tmp_path / "t.json",
+                 home=home)
+    assert r.returncode == 0, r.stderr
+    assert "predicted at idle" in r.stderr
+    idle = json.loads((tmp_path / "g.json").read_text())["total_ms"]
+    assert json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    (tmp_path / "busy.json").write_text(json.dumps({"DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.5, "DCGM_FI_DEV_SM_CLOCK": 1980}))
+    r = hase_cli("predict", rec, "--gpu", "nvidia-h200", "--metrics-file", tmp_path / "busy.json",
+                 "--json", tmp_path / "b.json", home=home)
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "b.json").read_text())["total_ms"] > idle
+    (tmp_path / "bad.json").write_text(json.dumps({"DCGM_FI_PROF_GR_ENGINE_ACTIVE": 50, "DCGM_FI_DEV_SM_CLOCK": 1980}))
+    r = hase_cli("predict", rec, "--gpu", "nvidia-h200", "--metrics-file", tmp_path / "bad.json", home=home)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in r.stderr and "bad.json" in r.stderr
+    r = hase_cli("predict", rec, "--gpu", "nvidia-a100", home=home)
+    assert r.returncode == 2 and "no predictor for 'nvidia-a100'" in r.stderr
+
+
+def test_cli_cpu_without_predictor_says_what_to_run(tmp_path, home):
+    build_residual_model(tmp_path / "m.onnx", "m", 8, 2, 16)
+    r = hase_cli("predict", tmp_path / "m.onnx", "--device", "cpu", "--metrics-file", tmp_path / "x.json", home=home)
+    # the missing metrics file or the missing predictor: either way one line, exit 2
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    (tmp_path / "x.json").write_text(json.dumps({"CPU_UTIL_PCT": 5.0}))
+    r = hase_cli("predict", tmp_path / "m.onnx", "--device", "cpu", "--metrics-file", tmp_path / "x.json", home=home)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "hase pipeline --device cpu" in r.stderr
+
+
+def test_cli_help_and_thin_wrappers(home):
+    r = hase_cli("--help", home=home)
+    assert r.returncode == 0
+    for cmd in ("pipeline", "export", "analyse", "collect", "train", "predict", "evaluate", "agent", "serve", "trace",
+                "build-predictor"):
+        assert f"  {cmd} " in r.stdout
+    r = hase_cli("train", "--help", home=home)   # the phase script's own parser
+    assert r.returncode == 0 and "hase train" in r.stdout and "--set" in r.stdout
+    r = hase_cli("nope", home=home)
+    assert r.returncode == 2 and "unknown command 'nope'" in r.stderr

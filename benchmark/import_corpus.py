@@ -8,12 +8,10 @@ description, log and trace config; the CUDA records (when the job made them) as 
 import argparse
 import lzma
 import shutil
-import sys
 from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from utils.errors import HaseError, run_main  # noqa: E402
 from utils.paths import atomic_write_bytes, atomic_write_text  # noqa: E402
 

@@ -9,6 +9,7 @@
 set -uo pipefail
 JOB=${1:?job dir}; mkdir -p "$JOB"
 export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1
+export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"  # the project's packages, installed or not
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
 M=$HASE_HOME/model_zoo/models
 quiet() { grep -vE "Warning|_warn_once|plugin EP|warnings.warn|^\s*$"; }

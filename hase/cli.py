@@ -97,7 +97,7 @@ def predict_main(argv) -> int:
         warn.append(f"no load given for {target} (not this machine's device): predicted at idle; pass "
                     f"--metrics-file or --prometheus")
     res = pred.predict(args.model, load)
-    text = {**res.details, "model": res.model, "total_ms": res.total_ms, "p10_ms": res.p10_ms,
+    text = {**res.details, "model": res.model, "device": pred.device, "total_ms": res.total_ms, "p10_ms": res.p10_ms,
             "p90_ms": res.p90_ms, "idle_ms": res.idle_ms, "kernels": res.breakdown}
     print(format_prediction(text, args.top))
     for w in warn + res.warnings:

@@ -17,10 +17,8 @@ signal; the exam (inference/score_exam.py) is scored once, on the final model.
 Writes <out>/timeline_model.json, <out>/node_model/ (manifest + two xgboost models), <out>/train_cv.json.
 """
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # CPU (no GPU), ~1 min: the shipped default timeline model of each GPU, on its shipped all-data kernel predictor
 # (training/predictors/<gpu>, `hase build-predictor --gpu <gpu>`), the same measured terms as the judged ones:
-#   H200: measured terms (inference/fit_measured_timeline.py) -> inference/results/nvidia-h200/default_measured/,
-#         then run-level interference fitted on the training neighbours (fit_interference.py)
+#   H200: the corpus timeline (inference/fit_corpus_timeline.py: node model learned on the corpus's training split;
+#         exam 12.3% against 18.8% for the kernel-space default before it, inference/results/nvidia-h200/exam/), then
+#         run-level interference fitted on the training neighbours (fit_interference.py)
 #         -> inference/results/nvidia-h200/default/   (what `hase predict --gpu nvidia-h200` reads)
+#         (the kernel-space route, fit_measured_timeline on training/predictors/nvidia-h200, stays in default_measured/
+#         for the H100's host/copy terms and for comparison)
 #   H100: the H200 machines' host/copy terms with the H100 predictor's GPU times (as timeline_h100_kspace/), the H200
 #         default's interference terms (no H100 measurement under load) -> inference/results/nvidia-h100/default/,
 #         judged on the H100 sessions -> inference/results/nvidia-h100/judged_default/
@@ -17,7 +20,7 @@ PY=${PY:-.venv/bin/python}
 R=inference/results
 $PY inference/fit_measured_timeline.py --set predictor_dir=training/predictors/nvidia-h200 \
   --set out=$R/nvidia-h200/default_measured --set 'summary=""'
-$PY inference/fit_interference.py --set timeline_model=$R/nvidia-h200/default_measured/timeline_model.json \
+$PY inference/fit_interference.py --set timeline_model=$R/nvidia-h200/corpus/timeline_model.json \
   --set out=$R/nvidia-h200/default --set 'summary=""'
 $PY inference/fit_measured_timeline.py --set predictor_dir=training/predictors/nvidia-h100 \
   --set out=$R/nvidia-h100/default --set 'summary=""'

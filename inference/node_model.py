@@ -19,10 +19,8 @@ load_fields, device, manifest) so the timeline takes it where it takes a kernel 
 """
 import json
 import math
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402

@@ -14,10 +14,8 @@ by_group (held-out family / fresh seed / named), by_batch, overall, frozen_commi
 scored the same way; <out>/cases.csv.
 """
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402

@@ -12,11 +12,9 @@ logged and listed under `failed`, and the rest go on.
 """
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 

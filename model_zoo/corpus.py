@@ -5,11 +5,9 @@
 Library: `load_split()` -> Split (train / exam architecture lists, family of each), `Split.check()` raises if
 the two share an architecture or a (family, seed), `Split.refuse_trained(models)` is the exam scorer's guard.
 """
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import yaml  # noqa: E402
 

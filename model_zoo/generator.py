@@ -22,11 +22,9 @@ The corpus split (model_zoo/corpus_split.yaml) names the training and exam archi
 before any term is fitted on the corpus and `model_zoo/corpus.py` checks that the two are disjoint.
 """
 import math
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 

@@ -19,12 +19,10 @@ Writes <out>/summary.json (and prints a table); exit status 0 whatever the resul
 """
 import json
 import re
-import sys
 import warnings
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from utils import paths  # noqa: E402
 from utils.config import base_parser, from_args, save_resolved  # noqa: E402

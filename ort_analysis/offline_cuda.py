@@ -37,7 +37,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import onnxruntime as ort  # noqa: E402
 

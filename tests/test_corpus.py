@@ -2,7 +2,6 @@
 disjoint from the training split, and a node model that names the op types it never saw."""
 import json
 import lzma
-import sys
 import warnings
 from pathlib import Path
 
@@ -12,7 +11,6 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 from model_zoo import corpus  # noqa: E402
 from model_zoo.generator import FAMILIES, arch_spec, build_model, file_stem, input_shape  # noqa: E402

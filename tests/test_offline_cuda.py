@@ -1,7 +1,6 @@
 """The CUDA EP's graph analysed without a GPU (ort_analysis/offline_cuda.py) against the records made on the H200,
 with real torchvision exports and the installed (CPU) onnxruntime."""
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -9,7 +8,6 @@ import pytest
 from tests.helpers import run_script as run
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 H200 = REPO / "ort_analysis" / "ort_kernel_record" / "nvidia-h200" / "records.json.xz"
 # one of each family the committed records hold, cheap to export on a CPU: a ResNet (ORT keeps Conv, Relu, Add apart

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 from utils import config  # noqa: E402
 from utils.errors import HaseError  # noqa: E402

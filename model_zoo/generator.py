@@ -314,7 +314,19 @@ def build_model(spec: dict, size: int):
     import torch.nn as nn
     M = _modules()
     fam = spec["family"]
-    g = torch.Generator().manual_seed(1000 * (spec["seed"] or 0) + FAMILIES.index(fam) if fam in FAMILIES else 0)
+    seed = 1000 * (spec["seed"] or 0) + FAMILIES.index(fam) if fam in FAMILIES else 0
+    g = torch.Generator().manual_seed(seed)
+    # the modules' own initialisation (biases) draws from torch's global generator: seed it here, and leave the
+    # caller's state as it was
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return _build(spec, size, M, g)
+
+
+def _build(spec: dict, size: int, M: dict, g):
+    import torch
+    import torch.nn as nn
+    fam = spec["family"]
     if fam in CNN:
         model = _build_cnn(spec, M)
     elif fam == "vit":

@@ -123,7 +123,7 @@ def test_registry_warns_on_an_unknown_op(tmp_path):
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
     g = helper.make_graph([helper.make_node("Softsign", ["x"], ["y"])], "g", [x], [y])
     p = tmp_path / "softsign_bs1_1x4.onnx"
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), p)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), p)
     r = run_script([REPO / "ort_analysis/fusion_detector.py", "--device", "cpu", "--model", str(p)], tmp_path)
     assert "Softsign is not in the kernel registry" in r.stderr + r.stdout
     rec = json.loads((tmp_path / "ort_analysis/ort_kernel_record/softsign_bs1_1x4.cpu.json").read_text())

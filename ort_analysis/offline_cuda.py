@@ -54,7 +54,7 @@ from utils.ort_session import provenance, session_options  # noqa: E402
 
 CUDA_EP, CPU_EP = "CUDAExecutionProvider", "CPUExecutionProvider"
 METHOD = "cpu-build session, CPU-only transformers off, stand-ins for ops the CPU EP inlines"
-VERSION = 5   # of the analysis: a cached offline record of another version is made again
+VERSION = 6   # of the analysis: a cached offline record of another version is made again
 
 # Transformers ORT registers for the CPU EP but not for the CUDA EP (graph_transformer_utils.cc; the names are
 # those the pinned build logs at verbose level: `python ort_analysis/offline_cuda.py --list-transformers --model m`).
@@ -222,6 +222,26 @@ def _bias_softmax_alignment(s1: list, s2: list, axis: int):
     return (0 if lhs else 1), k, False
 
 
+def ort_order(nodes, index) -> list:
+    """The order ORT saves (and records) a graph in: GraphViewer's default topological order, a reverse DFS from the
+    nodes no other node consumes, each node's producers visited highest node index first, a node listed when left.
+    nodes: NodeProtos; index[i]: node i's index in ORT's graph. Returns the positions in that order."""
+    prod = {o: i for i, n in enumerate(nodes) for o in n.output if o}
+    ins = [sorted({prod[x] for x in n.input if x in prod}, key=lambda j: index[j]) for n in nodes]
+    consumed = {j for s in ins for j in s}
+    stack = [(i, False) for i in sorted((i for i in range(len(nodes)) if i not in consumed), key=lambda i: index[i])]
+    seen, out = set(), []
+    while stack:
+        i, leave = stack.pop()
+        if leave:
+            out.append(i)
+        elif i not in seen:
+            seen.add(i)
+            stack.append((i, True))
+            stack.extend((j, False) for j in ins[i])
+    return out
+
+
 def fuse_bias_softmax(opt_path: Path, info: dict) -> int:
     """BiasSoftmaxFusion on the rewritten graph as the CUDA EP's session does it (the fused node where the Add was,
     named as ORT names it); `info` (the profiled run's per-node shapes) gets the fused node's. How many fused."""
@@ -272,7 +292,13 @@ def fuse_bias_softmax(opt_path: Path, info: dict) -> int:
         drop.add(sm.name)
     if not fused:
         return 0
+    # a fused node is created after the nodes it replaces: it has the highest node index, which decides where ORT's
+    # topological order puts it (ort_order). The CPU session's other nodes keep their order (its reversed positions
+    # rank them as their indices did: ort_order of the unfused graph gives that graph back).
     nodes = [fused.get(n.name, n) for n in g.node if n.name not in drop]
+    new = {id(f): len(g.node) + 1 + k for k, f in enumerate(fused.values())}   # created in topological order
+    index = [new.get(id(n), len(g.node) - i) for i, n in enumerate(nodes)]
+    nodes = [nodes[i] for i in ort_order(nodes, index)]
     del g.node[:]
     g.node.extend(nodes)
     if not any(o.domain == "com.microsoft" for o in m.opset_import):

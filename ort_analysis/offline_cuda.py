@@ -23,8 +23,11 @@ axes and sizes from host memory and puts the nodes computing them on the CPU EP 
 unclaimed record lists why (`offline.unclaimed_because`); it is still the best offline guess, and
 `predict_model_latency.py --gpu` says so.
 
-One difference is reproduced: a function op the CPU EP has no kernel for (HardSwish) is inlined by the
-CPU EP and run as one kernel by the CUDA EP; it goes through a stand-in (STAND_IN) and is put back.
+Two differences are reproduced: a function op the CPU EP has no kernel for (HardSwish) is inlined by the
+CPU EP and run as one kernel by the CUDA EP; it goes through a stand-in (STAND_IN) and is put back. And a
+fusion ORT registers for the CPU EP as well but whose pattern match takes only CUDA/ROCm nodes
+(BiasSoftmaxFusion: Add + Softmax -> BiasSoftmax, e.g. attention with a relative-position bias) never fires
+in a CPU session; it is applied to the rewritten graph afterwards with ORT's conditions (fuse_bias_softmax).
 
 Shapes come, as in fusion_detector, from one profiled run of the rewritten graph (on the CPU EP here).
 The record has fusion_detector's CUDA format (device 'cuda', every kernel on CUDAExecutionProvider) plus
@@ -50,7 +53,7 @@ from utils.ort_session import provenance, session_options  # noqa: E402
 
 CUDA_EP, CPU_EP = "CUDAExecutionProvider", "CPUExecutionProvider"
 METHOD = "cpu-build session, CPU-only transformers off, stand-ins for ops the CPU EP inlines"
-VERSION = 4   # of the analysis: a cached offline record of another version is made again
+VERSION = 6   # of the analysis: a cached offline record of another version is made again
 
 # Transformers ORT registers for the CPU EP but not for the CUDA EP (graph_transformer_utils.cc; the names are
 # those the pinned build logs at verbose level: `python ort_analysis/offline_cuda.py --list-transformers --model m`).
@@ -180,6 +183,129 @@ def restore_stand_ins(opt_path: Path, swapped: dict) -> int:
     return k
 
 
+# Level-2 fusions ORT registers for the CPU EP too but whose pattern match only takes nodes assigned to the CUDA (or
+# ROCm) EP, so they never fire in a CPU session: applied here to the rewritten graph, with ORT's conditions.
+# BiasSoftmaxFusion (bias_softmax_fusion.cc): Add (its one consumer a Softmax on the same EP) + Softmax ->
+# com.microsoft BiasSoftmax(input, bias; axis, is_inner_broadcast).
+CUDA_ONLY_MATCHES = ("BiasSoftmaxFusion",)
+BIAS_SOFTMAX_TYPES = {"float32", "float16", "float64"}
+
+
+def _bias_softmax_alignment(s1: list, s2: list, axis: int):
+    """ORT's input/bias choice for Add(s1, s2) + Softmax(axis): (0 or 1: which Add input is the input, the
+    normalised axis, is_inner_broadcast), or None when the bias cannot be broadcast the way BiasSoftmax does."""
+    n1, n2 = len(s1), len(s2)
+    rank = max(n1, n2)
+    k = axis + rank if axis < 0 else axis
+    if not 0 <= k < rank:
+        return None
+    single = rank - k
+    if single > n1 or single > n2 or s1[n1 - single:] != s2[n2 - single:]:
+        return None
+    if n1 == n2:   # inner broadcast: the bias is 1 on the axes from the first mismatch to the softmax axis
+        pos = 0
+        while pos < k and s1[pos] == s2[pos]:
+            pos += 1
+        lhs = pos == k or s1[pos] != 1
+        mask = s2 if lhs else s1
+        if all(mask[i] == 1 for i in range(pos, k)):
+            return (0 if lhs else 1), k, True
+    # outer broadcast: the bias is 1 (or missing) on the leading axes before the last mismatch
+    p1, p2 = n1 - single - 1, n2 - single - 1
+    while p1 >= 0 and p2 >= 0 and s1[p1] == s2[p2]:
+        p1, p2 = p1 - 1, p2 - 1
+    lhs = p1 > p2 or (p1 == p2 and (p1 < 0 or s1[p1] != 1))
+    mask = s2 if lhs else s1
+    if any(mask[i] != 1 for i in range((p2 if lhs else p1), -1, -1)):
+        return None
+    return (0 if lhs else 1), k, False
+
+
+def ort_order(nodes, index) -> list:
+    """The order ORT saves (and records) a graph in: GraphViewer's default topological order, a reverse DFS from the
+    nodes no other node consumes, each node's producers visited highest node index first, a node listed when left.
+    nodes: NodeProtos; index[i]: node i's index in ORT's graph. Returns the positions in that order."""
+    prod = {o: i for i, n in enumerate(nodes) for o in n.output if o}
+    ins = [sorted({prod[x] for x in n.input if x in prod}, key=lambda j: index[j]) for n in nodes]
+    consumed = {j for s in ins for j in s}
+    stack = [(i, False) for i in sorted((i for i in range(len(nodes)) if i not in consumed), key=lambda i: index[i])]
+    seen, out = set(), []
+    while stack:
+        i, leave = stack.pop()
+        if leave:
+            out.append(i)
+        elif i not in seen:
+            seen.add(i)
+            stack.append((i, True))
+            stack.extend((j, False) for j in ins[i])
+    return out
+
+
+def fuse_bias_softmax(opt_path: Path, info: dict) -> int:
+    """BiasSoftmaxFusion on the rewritten graph as the CUDA EP's session does it (the fused node where the Add was,
+    named as ORT names it); `info` (the profiled run's per-node shapes) gets the fused node's. How many fused."""
+    import onnx
+    from onnx import helper
+    m = onnx.load(str(opt_path))
+    g = m.graph
+    opset = {(o.domain or "ai.onnx"): o.version for o in m.opset_import}.get("ai.onnx", 1)
+
+    def since(op):
+        try:
+            return onnx.defs.get_schema(op, opset).since_version
+        except onnx.defs.SchemaError:
+            return None
+    if since("Add") not in (7, 13, 14) or since("Softmax") not in (1, 11, 13):
+        return 0
+    consumers = {}
+    for n in g.node:
+        for i in n.input:
+            consumers.setdefault(i, []).append(n)
+    outputs = {o.name for o in g.output}
+    fused, drop, k = {}, set(), 0
+    for n in g.node:
+        if n.op_type != "Add" or n.domain not in ("", "ai.onnx") or len(n.input) != 2 or n.output[0] in outputs:
+            continue
+        cons = consumers.get(n.output[0], [])
+        if len(cons) != 1 or cons[0].op_type != "Softmax" or cons[0].domain not in ("", "ai.onnx") \
+                or list(cons[0].input).count(n.output[0]) != 1:
+            continue
+        sm, ia, isn = cons[0], info.get(n.name), info.get(cons[0].name)
+        if not ia or not isn or len(ia["inputs"]) != 2:
+            continue
+        (d1, s1), (d2, s2) = ia["inputs"]
+        if not s1 or not s2 or d1 not in BIAS_SOFTMAX_TYPES or d2 not in BIAS_SOFTMAX_TYPES:
+            continue
+        axis = next((a.i for a in sm.attribute if a.name == "axis"), -1 if since("Softmax") >= 13 else 1)
+        al = _bias_softmax_alignment(list(s1), list(s2), axis)
+        if al is None or (since("Softmax") >= 13 and al[1] != max(len(s1), len(s2)) - 1):
+            continue
+        first, new_axis, inner = al
+        name = "BiasSoftmax" if k == 0 else f"BiasSoftmax_token_{k}"
+        k += 1
+        order = [first, 1 - first]
+        fused[n.name] = helper.make_node("BiasSoftmax", [n.input[i] for i in order], [sm.output[0]], name=name,
+                                         domain="com.microsoft", axis=new_axis, is_inner_broadcast=int(inner))
+        info[name] = {"inputs": [ia["inputs"][i] for i in order], "outputs": isn["outputs"], "ep": isn.get("ep"),
+                      "op_name": "BiasSoftmax"}
+        drop.add(sm.name)
+    if not fused:
+        return 0
+    # a fused node is created after the nodes it replaces: it has the highest node index, which decides where ORT's
+    # topological order puts it (ort_order). The CPU session's other nodes keep their order (its reversed positions
+    # rank them as their indices did: ort_order of the unfused graph gives that graph back).
+    nodes = [fused.get(n.name, n) for n in g.node if n.name not in drop]
+    new = {id(f): len(g.node) + 1 + k for k, f in enumerate(fused.values())}   # created in topological order
+    index = [new.get(id(n), len(g.node) - i) for i, n in enumerate(nodes)]
+    nodes = [nodes[i] for i in ort_order(nodes, index)]
+    del g.node[:]
+    g.node.extend(nodes)
+    if not any(o.domain == "com.microsoft" for o in m.opset_import):
+        m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    onnx.save(m, str(opt_path))
+    return len(fused)
+
+
 def _session(model_path: Path, opt_path: Path, profile_prefix, pin_dims: dict, disabled) -> ort.InferenceSession:
     so = session_options("all", optimized_path=opt_path, profile_prefix=profile_prefix, free_dims=pin_dims)
     try:
@@ -189,11 +315,12 @@ def _session(model_path: Path, opt_path: Path, profile_prefix, pin_dims: dict, d
 
 
 def optimize_offline(model_path, pin_dims=None, seed=0, out_dir=None, disabled=CPU_ONLY_TRANSFORMERS,
-                     stand_ins=True, stand_in_log=None, log=None):
+                     stand_ins=True, stand_in_log=None, fused_log=None, log=None):
     """Write the graph ORT's CUDA EP would run (as the CPU build rewrites it with the CPU-only transformers
     off) as <model>.opt.cuda-offline.onnx; return (its path, per-node runtime info of one profiled CPU run).
     Function ops the CPU EP would inline and the CUDA EP runs as one kernel go through a stand-in (STAND_IN);
-    stand_in_log (a list) gets one entry per op swapped."""
+    stand_in_log (a list) gets one entry per op swapped; fused_log (a dict) how many nodes each of CUDA_ONLY_MATCHES
+    fused here."""
     from ort_analysis.ort_graph_parser import optimized_dir
     model_path = Path(model_path)
     model = load_model(model_path, load_weights=False)
@@ -223,6 +350,9 @@ def optimize_offline(model_path, pin_dims=None, seed=0, out_dir=None, disabled=C
         if restored != len(swapped) and log:
             log.warning("%s: %d of %d stand-in nodes were rewritten by ORT", model_path.name,
                         len(swapped) - restored, len(swapped))
+    n_fused = fuse_bias_softmax(tmp, info)
+    if fused_log is not None and n_fused:
+        fused_log["BiasSoftmaxFusion"] = n_fused
     tmp.replace(opt_path)
     if stand_in_log is not None:
         kinds = [((n.domain or "ai.onnx"), n.op_type) for n in swapped.values()]
@@ -279,10 +409,10 @@ def analyse(onnx_path, pin_dims=None, seed=0, keep_small_values=64, log=None) ->
     from ort_analysis.fusion_detector import build_record
     onnx_path = Path(onnx_path)
     cfg = {"pin_dims": pin_dims or {}, "seed": seed, "keep_small_values": keep_small_values}
-    swaps = []
+    swaps, fused = [], {}
     rec = build_record(onnx_path, "cuda", cfg, log,
                        optimizer=lambda mp, c: optimize_offline(mp, c["pin_dims"], c["seed"], stand_in_log=swaps,
-                                                                log=log),
+                                                                fused_log=fused, log=log),
                        ep_of_node=lambda n: CUDA_EP)
     parsed = {"nodes": [{"domain": k["domain"], "op_type": k["op_type"], "inputs": k["inputs"],
                          "outputs": k["outputs"]} for k in rec["kernels"]]}
@@ -294,6 +424,7 @@ def analyse(onnx_path, pin_dims=None, seed=0, keep_small_values=64, log=None) ->
     rec["offline"] = {"method": METHOD, "ort_version": ort.__version__,
                       "disabled_transformers": list(CPU_ONLY_TRANSFORMERS),
                       "claimed": not why, "unclaimed_because": why, "stand_ins": swaps,
+                      "fused_here": fused,
                       "shapes_from": "one profiled run of the rewritten graph on the CPU EP"}
     return rec
 

@@ -195,3 +195,55 @@ def test_another_onnxruntime_than_the_gpu_records_is_not_claimed(tmp_path, monke
     monkeypatch.setattr(offline_cuda.ort, "__version__", "0.0.1")
     rec = offline_cuda.analyse(f)
     assert not rec["offline"]["claimed"] and "0.0.1" in rec["offline"]["unclaimed_because"][0]
+
+
+CORPUS = REPO / "ort_analysis" / "ort_kernel_record" / "nvidia-h200" / "corpus_records.json.xz"
+# a generated corpus model whose window attention adds a learned relative-position bias before its Softmax: the CUDA
+# EP fuses Add + Softmax into BiasSoftmax (a fusion whose pattern match takes CUDA/ROCm nodes only)
+CORPUS_MODEL = "hybrid-s8_bs1_224x224"
+
+
+def test_a_corpus_model_with_bias_softmax_matches_kernel_for_kernel(tmp_path):
+    run(["model_zoo/build_corpus.py", "--set", f"archs=[{CORPUS_MODEL.split('_bs')[0]}]", "--set", "max_configs=1",
+         "--set", "validate=false"], tmp_path, cwd=REPO)
+    out = tmp_path / "check"
+    run(["ort_analysis/compare_offline_cuda.py", "--out", out, "--records", CORPUS,
+         "--set", f"models=[{CORPUS_MODEL}]", "--set", "timeline_models=[measured_cupti_lines]"], tmp_path, cwd=REPO)
+    r = json.loads((out / "summary.json").read_text())["per_model"][CORPUS_MODEL]
+    assert r["claimed"], r["unclaimed_because"]
+    assert r["kernel_for_kernel"], (r.get("count_diff"), r.get("first_difference"))
+    rec = json.loads((tmp_path / "ort_analysis" / "ort_kernel_record" / f"{CORPUS_MODEL}.cuda-offline.json").read_text())
+    assert rec["offline"]["fused_here"]["BiasSoftmaxFusion"] == rec["type_counts"]["BiasSoftmax"] > 0
+
+
+@pytest.mark.parametrize("x_shape,b_shape,want", [
+    ((2, 3, 5, 5), (3, 5, 5), {"axis": 3, "is_inner_broadcast": 0, "first": "x"}),     # relative-position bias
+    ((2, 3, 5, 5), (2, 1, 1, 5), {"axis": 3, "is_inner_broadcast": 1, "first": "x"}),  # BERT-style mask
+    ((2, 3, 5, 5), (1, 3, 5, 5), {"axis": 3, "is_inner_broadcast": 0, "first": "x"}),
+    ((2, 3, 5, 5), (2, 3, 5, 1), None),                                                # not along the softmax axis
+])
+def test_bias_softmax_fusion_follows_orts_conditions(tmp_path, x_shape, b_shape, want):
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from ort_analysis import offline_cuda
+    b = numpy_helper.from_array(np.ones(b_shape, np.float32), "b")
+    nodes = [helper.make_node("Add", ["b", "x"], ["s"], name="add"),
+             helper.make_node("Softmax", ["s"], ["y"], name="softmax", axis=-1)]
+    f = tmp_path / "m.onnx"
+    m = helper.make_model(helper.make_graph(nodes, "t", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                                            [helper.make_tensor_value_info("y", TensorProto.FLOAT, x_shape)], [b]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(f))
+    info = {"add": {"inputs": [("float32", list(b_shape)), ("float32", list(x_shape))],
+                    "outputs": [("float32", list(x_shape))]},
+            "softmax": {"inputs": [("float32", list(x_shape))], "outputs": [("float32", list(x_shape))]}}
+    n = offline_cuda.fuse_bias_softmax(f, info)
+    ops = [(x.op_type, list(x.input), {a.name: a.i for a in x.attribute}) for x in onnx.load(str(f)).graph.node]
+    if want is None:
+        assert n == 0 and [o[0] for o in ops] == ["Add", "Softmax"]
+        return
+    first = want.pop("first")
+    assert n == 1 and ops == [("BiasSoftmax", [first, "b"], want)]
+    assert info["BiasSoftmax"]["inputs"][0][1] == list(x_shape)

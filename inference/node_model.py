@@ -114,7 +114,7 @@ class NodeModel:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         for n, b in self.boosters.items():
-            tmp = out / f"{n}.ubj.tmp"
+            tmp = out / f"{n}.tmp.ubj"   # the extension tells xgboost the format
             b.save_model(str(tmp))
             tmp.replace(out / f"{n}.ubj")
         paths.atomic_write_text(out / "manifest.json", json.dumps(self.manifest, indent=1) + "\n")

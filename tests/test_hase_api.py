@@ -54,14 +54,19 @@ def test_compact_forest_matches_xgboost(tmp_path):
 
 @pytest.mark.parametrize("gpu", ["nvidia-h200", "nvidia-h100"])
 def test_shipped_predictor_for_each_gpu(gpu, records):
-    """A fresh clone predicts for each GPU with committed data: default timeline found without flags, its kernel
-    predictor the compact all-data one (<= 10 MB), idle <= loaded, p10 <= central <= p90."""
+    """A fresh clone predicts for each GPU with committed data: default timeline found without flags, its predictor
+    committed (<= 10 MB): the H200's the corpus node model (inference/fit_corpus_timeline.py), the H100's the compact
+    all-data kernel predictor; idle <= loaded, p10 <= central <= p90."""
     import hase
     p = hase.load_predictor(gpu)
     assert Path(p.timeline_path).parts[-3:] == (gpu, "default", "timeline_model.json")
-    assert p.predictor_dir == REPO / "training" / "predictors" / gpu
     assert sum(f.stat().st_size for f in p.predictor_dir.iterdir()) <= 10e6
-    assert "all rows" in p.predictor.manifest["trained_on"]
+    if gpu == "nvidia-h200":
+        assert p.predictor_dir == REPO / "inference" / "results" / gpu / "corpus" / "node_model"
+        assert p.predictor.manifest["format"] == "hase.node_model/1"
+    else:
+        assert p.predictor_dir == REPO / "training" / "predictors" / gpu
+        assert "all rows" in p.predictor.manifest["trained_on"]
     rec = records["resnet50_bs16_224x224"]
     idle = p.predict(rec)
     assert idle.p10_ms <= idle.total_ms <= idle.p90_ms and idle.total_ms > 0

@@ -42,6 +42,18 @@ DEFAULTS = {"timeline_dirs": ["benchmark/results/nvidia-h200/corpus/machine_*"],
             "cv_folds": 5, "xgboost": {}, "out": "inference/results/nvidia-h200/corpus"}
 
 
+def split_sessions(timeline_dirs, algo: str, archs) -> tuple:
+    """(sessions, nodes, models) of the measured corpus restricted to the given architectures (one split), every
+    other model dropped before any statistic is taken."""
+    dirs = [d for d in paths.expand_globs(timeline_dirs) if Path(d).is_dir()]
+    sessions, nodes = read_machines(dirs)
+    archs = set(archs)
+    models = sorted(m for m in sessions["model"].unique() if paths.model_arch(m) in archs)
+    keep_s = (sessions["cudnn_conv_algo_search"] == algo) & sessions["model"].isin(models)
+    keep_n = (nodes["cudnn_conv_algo_search"] == algo) & nodes["model"].isin(models)
+    return sessions[keep_s], nodes[keep_n], models, dirs
+
+
 def training_rows(models: list, records: dict, per_node: pd.DataFrame) -> tuple:
     """(kernels, gpu_us, host_us, model of each) for every record kernel with a measured node."""
     idx = per_node.set_index(["model", "node"])
@@ -82,16 +94,10 @@ def main() -> int:
     log = get_logger("inference", args.log_level)
     split = load_split()
     q = tuple(float(x) for x in cfg["spread_quantiles"])
-    dirs = [d for d in paths.expand_globs(cfg["timeline_dirs"]) if Path(d).is_dir()]
-    sessions, nodes = read_machines(dirs)
-    sessions = sessions[sessions["cudnn_conv_algo_search"] == cfg["algo"]]
-    nodes = nodes[nodes["cudnn_conv_algo_search"] == cfg["algo"]]
     # the training split only: exam models are dropped before any statistic is taken
-    train = sorted(m for m in sessions["model"].unique() if paths.model_arch(m) in set(split.train))
+    sessions, nodes, train, dirs = split_sessions(cfg["timeline_dirs"], cfg["algo"], split.train)
     if not train:
         raise HaseError("no training-split model among the measured ones", "timeline_dirs")
-    sessions = sessions[sessions["model"].isin(train)]
-    nodes = nodes[nodes["model"].isin(train)]
     records = load_records(cfg["records"], train)
     train = [m for m in train if m in records]
     log.info("training split: %d models of %d architectures, %d sessions on %d machines", len(train),

@@ -22,7 +22,8 @@ import pandas as pd  # noqa: E402
 
 from graph_model.dag_critical_path import load_records  # noqa: E402
 from inference import timeline_model as tm  # noqa: E402
-from inference.fit_measured_timeline import labels, read_machines  # noqa: E402
+from inference.fit_corpus_timeline import split_sessions  # noqa: E402
+from inference.fit_measured_timeline import labels  # noqa: E402
 from model_zoo.corpus import load_split  # noqa: E402
 from utils import paths  # noqa: E402
 from utils.config import base_parser, from_args, save_resolved  # noqa: E402
@@ -78,15 +79,12 @@ def main() -> int:
     log = get_logger("inference", args.log_level)
     split = load_split()
     q = tuple(float(x) for x in cfg["spread_quantiles"])
-    dirs = [d for d in paths.expand_globs(cfg["timeline_dirs"]) if Path(d).is_dir()]
-    sessions, _ = read_machines(dirs)
-    sessions = sessions[sessions["cudnn_conv_algo_search"] == cfg["algo"]]
-    exam = sorted(m for m in sessions["model"].unique() if paths.model_arch(m) in set(split.exam))
+    sessions, _, exam, _ = split_sessions(cfg["timeline_dirs"], cfg["algo"], split.exam)
     split.refuse_trained(exam)
     if not exam:
         raise HaseError("no exam model among the measured ones", "timeline_dirs")
     records = load_records(cfg["records"], exam)
-    lab = labels(sessions[sessions["model"].isin(exam)], q)
+    lab = labels(sessions, q)
     d = pd.DataFrame({"model": exam})
     d["arch"] = [paths.model_arch(m) for m in exam]
     d["family"] = [split.family[a] for a in d["arch"]]

@@ -109,14 +109,14 @@ class NodeModel:
     def predict_host_us(self, record_kernels) -> np.ndarray:
         return self.predict(list(record_kernels))[1]
 
-    # ---- persistence: two xgboost JSON models + manifest.json
+    # ---- persistence: two xgboost models (binary JSON, xz) + manifest.json
     def save(self, out_dir) -> Path:
+        """manifest.json + <name>.ubj.xz per ensemble (xgboost's binary JSON, xz-compressed: 9.2 -> ~4 MB)."""
+        import lzma
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         for n, b in self.boosters.items():
-            tmp = out / f"{n}.tmp.ubj"   # the extension tells xgboost the format
-            b.save_model(str(tmp))
-            tmp.replace(out / f"{n}.ubj")
+            paths.atomic_write_bytes(out / f"{n}.ubj.xz", lzma.compress(bytes(b.save_raw("ubj")), preset=6))
         paths.atomic_write_text(out / "manifest.json", json.dumps(self.manifest, indent=1) + "\n")
         return out
 
@@ -128,12 +128,16 @@ class NodeModel:
         if man.get("format") != FORMAT:
             raise HaseError(f"not a node model (format {FORMAT})", d / "manifest.json")
         boosters = {}
+        import lzma
         for n in ("gpu", "host"):
-            p = d / f"{n}.ubj"
+            p = d / f"{n}.ubj.xz"
             if not p.exists():
                 raise HaseError(f"node model lacks {p.name}", d)
             b = xgb.Booster()
-            b.load_model(str(p))
+            try:
+                b.load_model(bytearray(lzma.decompress(p.read_bytes())))
+            except (lzma.LZMAError, xgb.core.XGBoostError) as e:
+                raise HaseError(f"unreadable tree model ({' '.join(str(e).split())[:120]})", p)
             boosters[n] = b
         m = cls(man["type_codes"], boosters, man)
         m.dir = d

@@ -187,6 +187,8 @@ RAW = st.one_of(st.text(max_size=12), st.sampled_from(["abc", "-1", ".nan", ".in
 @given(sets=st.lists(st.one_of(st.builds(lambda k, v: f"{k}={v}", KEYS, RAW), st.text(max_size=10)), max_size=3),
        yaml_text=st.one_of(st.none(), st.text(max_size=40),
                            st.builds(lambda k, v: f"{k}: {v}\n", KEYS.filter(lambda k: "." not in k and k), RAW)))
+@example(sets=[], yaml_text="sample_s: &a [*a]")          # a value that contains itself (found by a CI run)
+@example(sets=["sample_s=&a [*a]"], yaml_text=None)
 def test_config_resolver(tmp_path, sets, yaml_text):
     from inference.predict_model_latency import DEFAULTS
     from utils.config import resolve

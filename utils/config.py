@@ -112,6 +112,16 @@ def _merge(base: dict, upd: dict, source: str, prefix: str = "") -> dict:
     return base
 
 
+def _acyclic(value, where, path=()) -> None:
+    """YAML anchors can make a value contain itself (`a: &x [*x]`): refuse it in one line, before any check or
+    JSON dump recurses into it."""
+    if isinstance(value, (dict, list)):
+        if id(value) in path:
+            raise HaseError("recursive YAML value (an alias refers to a node that contains it)", where)
+        for v in (value.values() if isinstance(value, dict) else value):
+            _acyclic(v, where, path + (id(value),))
+
+
 def parse_override(item: str) -> dict:
     if "=" not in item:
         raise HaseError(f"--set expects KEY=VALUE, got '{item}'")
@@ -120,6 +130,7 @@ def parse_override(item: str) -> dict:
         value = yaml.safe_load(raw) if raw != "" else ""
     except yaml.YAMLError as e:
         raise HaseError(f"--set {key}: bad YAML value ({e})")
+    _acyclic(value, f"--set {key}")
     out: dict = {}
     node = out
     parts = key.strip().split(".")
@@ -137,6 +148,7 @@ def load_yaml(path: Path) -> dict:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as e:
         raise HaseError(f"not valid YAML ({str(e).splitlines()[0]})", path)
+    _acyclic(data, path)
     if not isinstance(data, dict):
         raise HaseError("config must be a mapping", path)
     return data

@@ -14,7 +14,6 @@ import datetime
 import json
 import os
 import platform
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,16 +26,11 @@ import numpy as np  # noqa: E402
 import requests  # noqa: E402
 
 from utils.errors import HaseError, run_main  # noqa: E402
+from utils.local_prometheus import free_port, start_prometheus  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 RECORDS = REPO / "ort_analysis" / "ort_kernel_record" / "nvidia-h200" / "records.json.xz"
 BUSY = (0.9, 0.1, 0.55, 0.0, 0.75, 0.3, 0.65, 0.2)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_until(fn, timeout_s: float, what: str):
@@ -105,14 +99,7 @@ def main() -> int:
         g["DCGM_FI_PROF_DRAM_ACTIVE"].labels(str(i), "node1").set(b / 4)
     exp_port = free_port()
     exporter, _ = start_http_server(exp_port, addr="127.0.0.1", registry=reg)
-    prom_port = free_port()
-    (tmp / "prometheus.yml").write_text(
-        f"global: {{scrape_interval: 1s}}\nscrape_configs:\n  - job_name: dcgm\n"
-        f"    static_configs: [{{targets: ['127.0.0.1:{exp_port}']}}]\n")
-    prom = subprocess.Popen(["prometheus", f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'tsdb'}",
-                             f"--web.listen-address=127.0.0.1:{prom_port}"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    prom_url = f"http://127.0.0.1:{prom_port}"
+    prom, prom_url = start_prometheus(tmp, exp_port, job="dcgm")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     server = subprocess.Popen([sys.executable, "-m", "hase.cli", "serve", "--port", str(port), "--prometheus", prom_url,

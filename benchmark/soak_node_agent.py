@@ -20,7 +20,6 @@ Exit 1 when RSS grew more than rss_growth_max_mib or the duty cycle passed its b
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -31,6 +30,8 @@ import requests  # noqa: E402
 
 from utils import paths  # noqa: E402
 from utils.config import base_parser, from_args  # noqa: E402
+from utils import local_prometheus
+from utils.local_prometheus import free_port
 from utils.errors import HaseError, run_main  # noqa: E402
 from utils.logger import get_logger  # noqa: E402
 from utils.ort_session import device_slug, provenance, resolve_device  # noqa: E402
@@ -41,25 +42,11 @@ DEFAULTS = {"device": "cpu", "ticks": 1000, "period_s": 0.1, "probe_budget_ms": 
             "out": ""}
 
 
-def free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_prometheus(workdir: Path, target_port: int, scrape_s: float) -> tuple:
     """(process, url) of a real Prometheus scraping 127.0.0.1:target_port every scrape_s as job 'hase'."""
     if shutil.which("prometheus") is None:
         raise HaseError("the soak needs the prometheus binary on PATH (Debian package 'prometheus'; .ci/run installs it)")
-    port = free_port()
-    cfg = workdir / "prometheus.yml"
-    cfg.write_text(f"global: {{scrape_interval: {scrape_s:g}s, evaluation_interval: {scrape_s:g}s}}\n"
-                   f"scrape_configs:\n  - job_name: hase\n    static_configs: [{{targets: ['127.0.0.1:{target_port}']}}]\n")
-    proc = subprocess.Popen(["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={workdir / 'tsdb'}",
-                             f"--web.listen-address=127.0.0.1:{port}"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    return proc, f"http://127.0.0.1:{port}"
+    return local_prometheus.start_prometheus(workdir, target_port, "hase", scrape_s)
 
 
 def query(url: str, promql: str, at=None):

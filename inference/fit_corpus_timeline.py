@@ -76,8 +76,7 @@ def prepare(record: dict, nm: NodeModel, model: dict) -> dict:
     prep = tm.prepared(record, kernel_ms, model, node_host_us=nm.predict_host_us(record["kernels"]))
     prep["kernel_ms"], prep["standalone_sum_ms"] = kernel_ms, float(sum(kernel_ms.values()))
     prep["unseen_types"] = nm.unseen_types(record["kernels"])
-    fb = nm.unseen(record["kernels"])
-    prep["fallback_share"] = float(prep["dev"][fb].sum() / prep["dev"].sum()) if prep["dev"].sum() > 0 else 0.0
+    prep["fallback_share"] = nm.fallback_share(record["kernels"], prep["dev"])
     return prep
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from training.features import feature_frame, type_vocabulary, UNSEEN_CODE, TYPE_COL, META_TYPE  # noqa: E402
+from training.features import feature_frame, type_vocabulary, UNSEEN_CODE, META_TYPE  # noqa: E402
 from utils import paths  # noqa: E402
 from utils.errors import HaseError  # noqa: E402
 
@@ -76,12 +76,11 @@ class NodeModel:
         import xgboost as xgb
         self.type_codes = type_vocabulary([k["type"] for k in kernels])
         X, _ = features(kernels, self.type_codes)
-        self.columns = list(X.columns)
         for name, y in (("gpu", gpu_us), ("host", host_us)):
             m = xgb.XGBRegressor(**{**PARAMS, **(params or {})})
             m.fit(X.to_numpy(np.float32), np.log1p(np.maximum(np.asarray(y, float), 0.0)))
             self.boosters[name] = m.get_booster()
-        self.manifest.update({"features": self.columns, "type_codes": self.type_codes, "nodes": len(kernels)})
+        self.manifest.update({"features": list(X.columns), "type_codes": self.type_codes, "nodes": len(kernels)})
         return self
 
     # ---- prediction
@@ -97,6 +96,12 @@ class NodeModel:
 
     def unseen(self, kernels: list) -> np.ndarray:
         return np.array([self.type_codes.get(k["type"], UNSEEN_CODE) == UNSEEN_CODE for k in kernels])
+
+    def fallback_share(self, kernels: list, gpu_us) -> float:
+        """Share of the predicted GPU time (gpu_us, one value per kernel) from kernels of unseen types."""
+        gpu_us = np.asarray(gpu_us, float)
+        total = gpu_us.sum()
+        return float(gpu_us[self.unseen(kernels)].sum() / total) if total > 0 else 0.0
 
     def unseen_types(self, kernels) -> list:
         return sorted({k["type"] for k in kernels if k["type"] not in self.type_codes})

@@ -64,10 +64,7 @@ def predictions(tl_path: str, predictor_dir: str, records: dict, models: list, s
         prep = prepare_record(records[m], pred, model)
         r = tm.with_spread(prep, model["params"], tm.load_terms(model["idle_load"], model.get("idle_clock_mhz", 0.0)),
                            model.get("spread"), True)
-        fb = 0.0
-        if hasattr(pred, "unseen"):
-            u = pred.unseen(records[m]["kernels"])
-            fb = float(prep["dev"][u].sum() / prep["dev"].sum()) if prep["dev"].sum() > 0 else 0.0
+        fb = pred.fallback_share(records[m]["kernels"], prep["dev"]) if hasattr(pred, "fallback_share") else 0.0
         out[m] = (r["central"] / 1e3, r["p10"] / 1e3, r["p90"] / 1e3, fb, " ".join(prep["unseen_types"]))
     return out
 

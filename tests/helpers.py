@@ -1,13 +1,14 @@
 """Shared by the test files: run a Hase script in a fresh process, start and wait for a real Prometheus,
 build a small residual ONNX model."""
 import os
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import requests
+
+from utils.local_prometheus import free_port, start_prometheus  # noqa: F401  (the tests import them from here)
 
 
 def run_script(args: list, home, check: bool = True, timeout: float = 900, cwd=None):
@@ -32,25 +33,6 @@ def wait_for_series(url: str, query: str, min_value: float = None, timeout_s: fl
             pass
         time.sleep(0.5)
     return False
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_prometheus(workdir: Path, target_port: int, job: str = "hase") -> tuple:
-    """A real Prometheus (binary on PATH) scraping 127.0.0.1:target_port every second as `job`:
-    (process, base url). The caller terminates it."""
-    port = free_port()
-    cfg = Path(workdir) / "prometheus.yml"
-    cfg.write_text(f"global: {{scrape_interval: 1s, evaluation_interval: 1s}}\nscrape_configs:\n  - job_name: {job}\n"
-                   f"    static_configs: [{{targets: ['127.0.0.1:{target_port}']}}]\n")
-    proc = subprocess.Popen(["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={Path(workdir) / 'tsdb'}",
-                             f"--web.listen-address=127.0.0.1:{port}"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    return proc, f"http://127.0.0.1:{port}"
 
 
 def build_residual_model(path: Path, name: str, channels: int, blocks: int, hw: int) -> None:

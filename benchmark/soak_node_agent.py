@@ -103,12 +103,17 @@ def soak(cfg: dict, device: str, log) -> dict:
                 raise HaseError(f"Prometheus at {url} never scraped a probe tick of the agent within {cfg['max_s']:g} s")
             t_first = time.time()
             rss.append((0.0, proc.memory_info().rss))
-            ticks, next_rss = first, time.monotonic() + float(cfg["rss_every_s"])
-            while time.monotonic() < deadline and ticks < first + int(cfg["ticks"]):
+            ticks, base, next_rss = first, None, time.monotonic() + float(cfg["rss_every_s"])
+            # counted from the first sample Prometheus stored inside the window (the report's ticks are the stored
+            # samples' difference; counting from `first`, scraped just before the window, fell a tick short)
+            while time.monotonic() < deadline and (base is None or ticks < base + int(cfg["ticks"])):
                 time.sleep(min(float(cfg["scrape_s"]), 1.0))
                 if not agent.alive():
                     raise HaseError("the node agent died during the soak")
                 ticks = query(url, "hase_launch_probe_ticks_total") or ticks
+                if base is None:
+                    stored = samples(url, "hase_launch_probe_ticks_total", t_first, time.time())
+                    base = stored[0][1] if stored else None
                 if time.monotonic() >= next_rss:
                     rss.append((time.time() - t_first, proc.memory_info().rss))
                     next_rss += float(cfg["rss_every_s"])

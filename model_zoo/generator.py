@@ -15,6 +15,12 @@ same configs on any machine. Families (each with its own parameter ranges, FAMIL
   hybrid       conv stages then attention stages over the flattened map (MobileViT/LeViT/EfficientFormer-like)
   mixer        MLP-Mixer (token and channel MLPs) or PoolFormer (avg-pool mixing, GroupNorm)
   encoder      BERT-like post-norm encoder over a float input [B, S, D] (sequence 32-1024)
+  pvt          Pyramid Vision Transformer (v1/v2): 2-4 stages of patch embedding (overlapping or not) and
+               spatial-reduction attention (keys/values from a stride-sr conv, sr 8/4/2/1), optional conv FFN
+  decoder      GPT-like pre-norm causal decoder over a float input [B, S, D] (sequence 32-1024): an -inf mask
+               added to the scores or SDPA is_causal, tanh or exact GELU, a per-token head of 512-4096
+  unet         U-Net for segmentation: 2-4 levels down (max-pool or stride-2 conv) and up (transposed conv or
+               nearest/bilinear upsample + conv), skips by concatenation, a 1x1 conv to 2-21 classes
 Configs: batch 1 always, one batch of 4-16 and one of 32-64, each at a size the family allows; a config whose
 forward pass exceeds `max_gflop` is run at a smaller batch (so one run stays under ~30 ms on an H200).
 
@@ -31,8 +37,11 @@ import numpy as np  # noqa: E402
 from utils import paths  # noqa: E402
 from utils.errors import HaseError  # noqa: E402
 
-CNN = ("cnn_plain", "cnn_mobile", "cnn_grouped")
-FAMILIES = ("cnn_plain", "cnn_mobile", "cnn_grouped", "vit", "swin", "hybrid", "mixer", "encoder")
+CNN = ("cnn_plain", "cnn_mobile", "cnn_grouped")  # the families _build_cnn builds (unet is a CNN too, built apart)
+# new families go at the end: a family's index seeds its specs and weights, so appending keeps the others' as they are
+FAMILIES = ("cnn_plain", "cnn_mobile", "cnn_grouped", "vit", "swin", "hybrid", "mixer", "encoder",
+            "pvt", "decoder", "unet")
+SEQUENCE = ("encoder", "decoder")  # families whose input is a float sequence [B, S, D] (size: S)
 MID_BATCHES, BIG_BATCHES = (4, 8, 16), (32, 64)
 
 
@@ -97,17 +106,40 @@ def arch_spec(family: str, seed: int) -> dict:
                      pool_k=_pick(r, [3, 5]), mlp_ratio=_pick(r, [2, 4]))
             s["dims"] = [s["dims"][0] * 2 ** i for i in range(4)]
             sizes = [128, 160, 192, 224, 256]
-    else:  # encoder
+    elif family == "encoder":
         heads = _pick(r, [2, 4, 8, 12])
         s.update(heads=heads, dim=heads * _pick(r, [32, 64]), depth=int(r.integers(2, 9)),
                  ffn_ratio=_pick(r, [2, 4]), attn=_pick(r, ["manual", "sdpa"]))
         sizes = [32, 64, 128, 256, 384, 512, 768, 1024]
+    elif family == "pvt":
+        stages = int(r.integers(2, 5))
+        head_dim = _pick(r, [32, 48, 64])
+        heads = [int(_pick(r, opts)) for opts in ([1, 2], [2, 4], [4, 5, 8], [8, 12])[:stages]]
+        depths = [int(r.integers(2, 7)) if i == 2 else int(r.integers(1, 4)) for i in range(stages)]
+        sr0 = _pick(r, [8, 4])  # stage i reduces keys/values by sr0 / 2**i (at least 1: plain attention)
+        s.update(stages=stages, head_dim=head_dim, heads=heads, dims=[h * head_dim for h in heads], depths=depths,
+                 sr=[max(sr0 >> i, 1) for i in range(stages)], overlap=bool(r.random() < 0.7),
+                 conv_ffn=bool(r.random() < 0.6), mlp_ratio=_pick(r, [2, 4, 8]), attn=_pick(r, ["manual", "sdpa"]),
+                 classes=1000)
+        sizes = [128, 160, 192, 224, 256, 288, 320, 384]  # multiples of 32: every stage's map divides by sr
+    elif family == "decoder":
+        heads = _pick(r, [2, 4, 8, 12, 16])
+        s.update(heads=heads, dim=heads * _pick(r, [32, 64]), depth=int(r.integers(2, 9)),
+                 ffn_ratio=_pick(r, [2, 4]), attn=_pick(r, ["mask", "sdpa"]), gelu=_pick(r, ["tanh", "none"]),
+                 final_norm=bool(r.random() < 0.7), head_width=_pick(r, [512, 1024, 2048, 4096]))
+        sizes = [32, 64, 128, 256, 384, 512, 768, 1024]
+    else:  # unet
+        levels = int(r.integers(2, 5))
+        s.update(levels=levels, base=_pick(r, [16, 24, 32, 48, 64]), down=_pick(r, ["maxpool", "conv"]),
+                 up=_pick(r, ["transpose", "nearest", "bilinear"]), act=_pick(r, ["relu", "silu", "hardswish"]),
+                 classes=int(r.integers(2, 22)))
+        sizes = [z for z in (128, 160, 192, 224, 256, 320, 384, 448, 512) if z % 2 ** levels == 0]
     s["configs"] = _configs(r, family, sizes)
     return s
 
 
 def _configs(r, family: str, sizes: list) -> list:
-    """batch 1, a middle batch and a big one; a size each (sequence lengths for encoders)."""
+    """batch 1, a middle batch and a big one; a size each (sequence lengths for encoders and decoders)."""
     picks = [(1, _pick(r, sizes)), (_pick(r, MID_BATCHES), _pick(r, sizes)), (_pick(r, BIG_BATCHES), _pick(r, sizes))]
     return [{"batch": int(b), "size": int(z)} for b, z in picks]
 
@@ -305,11 +337,143 @@ def _modules():
             x = self.n1(x + self.attn(x))
             return self.n2(x + self.ffn(x))
 
+    class SRAttention(nn.Module):
+        """PVT's spatial-reduction attention over [B, HW, D]: queries from every token, keys and values from the
+        map reduced by a stride-sr conv + LayerNorm (sr 1: plain attention); manual or SDPA."""
+        def __init__(self, dim, heads, sr, impl):
+            super().__init__()
+            self.h, self.impl, self.scale = heads, impl, (dim // heads) ** -0.5
+            self.q, self.kv, self.proj = nn.Linear(dim, dim), nn.Linear(dim, 2 * dim), nn.Linear(dim, dim)
+            self.sr = nn.Conv2d(dim, dim, sr, sr) if sr > 1 else None
+            self.norm = nn.LayerNorm(dim) if sr > 1 else None
+
+        def forward(self, x, h, w):
+            b, n, d = x.shape
+            q = self.q(x).reshape(b, n, self.h, d // self.h).transpose(1, 2)
+            y = x
+            if self.sr is not None:
+                y = self.norm(self.sr(x.transpose(1, 2).reshape(b, d, h, w)).flatten(2).transpose(1, 2))
+            k, v = self.kv(y).reshape(b, -1, 2, self.h, d // self.h).permute(2, 0, 3, 1, 4)
+            if self.impl == "sdpa":
+                o = F.scaled_dot_product_attention(q, k, v)
+            else:
+                o = ((q @ k.transpose(-2, -1)) * self.scale).softmax(-1) @ v
+            return self.proj(o.transpose(1, 2).reshape(b, n, d))
+
+    class ConvMlp(nn.Module):
+        """PVT's MLP over [B, HW, D]; PVTv2's conv FFN puts a depthwise 3x3 conv over the map after fc1."""
+        def __init__(self, dim, hidden, dwconv):
+            super().__init__()
+            self.fc1, self.act, self.fc2 = nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, dim)
+            self.dw = nn.Conv2d(hidden, hidden, 3, 1, 1, groups=hidden) if dwconv else None
+
+        def forward(self, x, h, w):
+            y = self.fc1(x)
+            if self.dw is not None:
+                b, n, c = y.shape
+                y = self.dw(y.transpose(1, 2).reshape(b, c, h, w)).flatten(2).transpose(1, 2)
+            return self.fc2(self.act(y))
+
+    class PVTBlock(nn.Module):
+        def __init__(self, dim, heads, sr, mlp_ratio, conv_ffn, impl):
+            super().__init__()
+            self.n1, self.n2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+            self.attn, self.mlp = SRAttention(dim, heads, sr, impl), ConvMlp(dim, dim * mlp_ratio, conv_ffn)
+
+        def forward(self, x, h, w):
+            x = x + self.attn(self.n1(x), h, w)
+            return x + self.mlp(self.n2(x), h, w)
+
+    class PVTStage(nn.Module):
+        """Patch embedding (a kxk conv of stride 2 or 4 + LayerNorm), PVT blocks over its tokens, a LayerNorm;
+        [B, C, H, W] -> [B, D, H/stride, W/stride]."""
+        def __init__(self, cin, dim, k, stride, depth, heads, sr, mlp_ratio, conv_ffn, impl):
+            super().__init__()
+            self.embed = nn.Conv2d(cin, dim, k, stride, k // 2 if k > stride else 0)
+            self.enorm, self.norm = nn.LayerNorm(dim), nn.LayerNorm(dim)
+            self.blocks = nn.ModuleList([PVTBlock(dim, heads, sr, mlp_ratio, conv_ffn, impl) for _ in range(depth)])
+
+        def forward(self, x):
+            x = self.embed(x)
+            b, c, h, w = x.shape
+            t = self.enorm(x.flatten(2).transpose(1, 2))
+            for blk in self.blocks:
+                t = blk(t, h, w)
+            return self.norm(t).transpose(1, 2).reshape(b, c, h, w)
+
+    class CausalAttention(nn.Module):
+        """Causal multi-head self-attention over [B, S, D]: a constant upper-triangular -inf mask added to the
+        scores ('mask') or SDPA with is_causal ('sdpa')."""
+        def __init__(self, dim, heads, impl, seq):
+            super().__init__()
+            self.h, self.impl, self.scale = heads, impl, (dim // heads) ** -0.5
+            self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+            if impl == "mask":
+                self.register_buffer("mask", torch.full((seq, seq), float("-inf")).triu(1))
+
+        def forward(self, x):
+            b, n, d = x.shape
+            q, k, v = self.qkv(x).reshape(b, n, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)
+            if self.impl == "sdpa":
+                o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                o = ((q @ k.transpose(-2, -1)) * self.scale + self.mask).softmax(-1) @ v
+            return self.proj(o.transpose(1, 2).reshape(b, n, d))
+
+    class DecoderLayer(nn.Module):
+        """GPT's pre-norm layer; GELU exact or tanh-approximated."""
+        def __init__(self, dim, heads, ffn, impl, seq, gelu):
+            super().__init__()
+            self.n1, self.n2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+            self.attn = CausalAttention(dim, heads, impl, seq)
+            self.ffn = nn.Sequential(nn.Linear(dim, ffn), nn.GELU(approximate=gelu), nn.Linear(ffn, dim))
+
+        def forward(self, x):
+            x = x + self.attn(self.n1(x))
+            return x + self.ffn(self.n2(x))
+
+    class UNet(nn.Module):
+        """Levels of two conv-BN-act then a downsample, a bottleneck, as many levels up (upsample, concatenate
+        the level's skip, two conv-BN-act), a 1x1 conv to the classes at full resolution."""
+        def __init__(self, levels, base, down, up, act, classes):
+            super().__init__()
+            w = [base * 2 ** i for i in range(levels + 1)]
+
+            def twice(cin, cout):
+                return nn.Sequential(_conv_bn(cin, cout, 3, act=act), _conv_bn(cout, cout, 3, act=act))
+            self.enc = nn.ModuleList([twice(w[i - 1] if i else 3, w[i]) for i in range(levels)])
+            self.down = nn.ModuleList([nn.MaxPool2d(2) if down == "maxpool" else _conv_bn(w[i], w[i], 3, 2, act=act)
+                                       for i in range(levels)])
+            self.mid = twice(w[levels - 1], w[levels])
+            ups = []
+            for i in reversed(range(levels)):
+                if up == "transpose":
+                    ups.append(nn.ConvTranspose2d(w[i + 1], w[i], 2, 2))
+                else:
+                    ups.append(nn.Sequential(
+                        nn.Upsample(scale_factor=2, mode=up, align_corners=False if up == "bilinear" else None),
+                        nn.Conv2d(w[i + 1], w[i], 3, 1, 1)))
+            self.up = nn.ModuleList(ups)
+            self.dec = nn.ModuleList([twice(2 * w[i], w[i]) for i in reversed(range(levels))])
+            self.out = nn.Conv2d(w[0], classes, 1)
+
+        def forward(self, x):
+            skips = []
+            for enc, down in zip(self.enc, self.down):
+                x = enc(x)
+                skips.append(x)
+                x = down(x)
+            x = self.mid(x)
+            for up, dec in zip(self.up, self.dec):
+                x = dec(torch.cat([up(x), skips.pop()], 1))
+            return self.out(x)
+
     return {k: v for k, v in locals().items() if isinstance(v, type)}
 
 
 def build_model(spec: dict, size: int):
-    """The torch module of a spec at an input size (ViT/Swin/Mixer/encoder sizes fix their token counts)."""
+    """The torch module of a spec at an input size (ViT/Swin/Mixer/PVT/encoder/decoder sizes fix their token
+    counts)."""
     import torch
     import torch.nn as nn
     M = _modules()
@@ -339,6 +503,12 @@ def _build(spec: dict, size: int, M: dict, g):
         model = _build_mixer(spec, size, M)
     elif fam == "encoder":
         model = _build_encoder(spec, size, M)
+    elif fam == "pvt":
+        model = _build_pvt(spec, M)
+    elif fam == "decoder":
+        model = _build_decoder(spec, size, M)
+    elif fam == "unet":
+        model = _build_unet(spec, M)
     elif fam == "torchvision":
         from model_zoo.torchvision_exporter import build_torch_model
         return build_torch_model(spec["arch"], size)
@@ -523,12 +693,56 @@ def _build_encoder(s, size, M):
     return Encoder()
 
 
+def _build_pvt(s, M):
+    import torch.nn as nn
+
+    class PVT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            stages, c = [], 3
+            for i, d in enumerate(s["dims"]):
+                stride = 4 if i == 0 else 2
+                k = (7 if i == 0 else 3) if s["overlap"] else stride
+                stages.append(M["PVTStage"](c, d, k, stride, s["depths"][i], s["heads"][i], s["sr"][i],
+                                            s["mlp_ratio"], s["conv_ffn"], s["attn"]))
+                c = d
+            self.stages, self.head = nn.Sequential(*stages), nn.Linear(c, s["classes"])
+
+        def forward(self, x):
+            return self.head(self.stages(x).mean((2, 3)))
+    return PVT()
+
+
+def _build_decoder(s, size, M):
+    import torch
+    import torch.nn as nn
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            d = s["dim"]
+            self.pos = nn.Parameter(torch.randn(1, size, d) * 0.02)
+            self.layers = nn.Sequential(*[M["DecoderLayer"](d, s["heads"], d * s["ffn_ratio"], s["attn"], size,
+                                                            s["gelu"]) for _ in range(s["depth"])])
+            self.norm = nn.LayerNorm(d) if s["final_norm"] else None
+            self.head = nn.Linear(d, s["head_width"])
+
+        def forward(self, x):
+            t = self.layers(x + self.pos)
+            return self.head(self.norm(t) if self.norm is not None else t)
+    return Decoder()
+
+
+def _build_unet(s, M):
+    return M["UNet"](s["levels"], s["base"], s["down"], s["up"], s["act"], s["classes"])
+
+
 def input_shape(spec: dict, batch: int, size: int) -> tuple:
-    return (batch, size, spec["dim"]) if spec["family"] == "encoder" else (batch, 3, size, size)
+    return (batch, size, spec["dim"]) if spec["family"] in SEQUENCE else (batch, 3, size, size)
 
 
 def file_stem(spec: dict, batch: int, size: int) -> str:
-    """<arch>_bs<B>_<H>x<W>; an encoder's 'H x W' is sequence x width."""
+    """<arch>_bs<B>_<H>x<W>; an encoder's or decoder's 'H x W' is sequence x width."""
     shape = input_shape(spec, batch, size)
     return Path(paths.model_file(spec["arch"], batch, shape[-2], shape[-1])).stem
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Poll benchmark/run_gpu_corpus.sh for up to SECONDS, then pack what it has so far into OUT (<= 8 files):
-# trace tables (compressed), records, the corpus manifest, the log, the machine's description.
+# trace tables (compressed), the processes' host calibrations, records, the corpus manifest, the log, the machine's description.
 # Usage: bash benchmark/gpu_corpus_wait.sh JOB SECONDS OUT
 JOB=${1:?job dir}; LIMIT=${2:?seconds}; OUT=${3:?out dir}
 HASE_HOME=${HASE_HOME:-/tmp/hase}
@@ -14,6 +14,7 @@ if [ -n "$R" ]; then
   gzip -c "$R"/trace_sessions.csv > "$OUT"/trace_sessions.csv.gz 2>/dev/null
   gzip -c "$R"/trace_nodes.csv > "$OUT"/trace_nodes.csv.gz 2>/dev/null
   cp "$R"/trace_config_*.json "$OUT"/trace_config.json 2>/dev/null
+  cp "$R"/calibration.json "$OUT"/calibration.json 2>/dev/null
 fi
 cp "$JOB"/log.txt "$JOB"/machine.txt "$JOB"/records.json.xz "$OUT"/ 2>/dev/null
 cp "$HASE_HOME"/model_zoo/models/corpus_manifest.json "$OUT"/ 2>/dev/null

@@ -5,7 +5,8 @@
 # Runs long: start it detached, then poll; each poll packs what is done into $OUT (at most 8 files):
 #   source .device/activate.sh && setsid nohup bash benchmark/run_gpu_corpus.sh /tmp/job > /tmp/job.out 2>&1 &
 #   bash benchmark/gpu_corpus_wait.sh /tmp/job 540 $OUT
-# Env: SESSIONS (2), RECORDS (0|1), SPLIT (all|train|exam), WORKERS (14 export processes), RECORD_PROCS (6).
+# Env: SESSIONS (2), RECORDS (0|1), SPLIT (all|train|exam), WORKERS (14 export processes), RECORD_PROCS (6),
+#      EXAM_SESSIONS (0; > 0: the exam models first, in that many sessions, then everything in SESSIONS).
 set -uo pipefail
 JOB=${1:?job dir}; mkdir -p "$JOB"
 export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1
@@ -45,9 +46,22 @@ echo "stage trace $(el)"
 # a seeded shuffle: if the job is cut short, every family and split is measured about equally far
 python3 -c "import random,sys; l=open(sys.argv[1]).read().split(); random.Random(0).shuffle(l); print('\n'.join(l))" \
   "$JOB/all_models.txt" > "$JOB/trace_order.txt"
-python3 benchmark/trace_run.py --device cuda --set "model_list=$JOB/trace_order.txt" --set "sessions=${SESSIONS:-2}" \
+python3 - "$JOB" "$M/corpus_manifest.json" <<'PY'
+import json, sys
+from pathlib import Path
+man = json.loads(Path(sys.argv[2]).read_text())["files"]
+order = Path(sys.argv[1], "trace_order.txt").read_text().split()
+exam = [m for m in order if man.get(Path(m).stem, {}).get("split") == "exam"]
+Path(sys.argv[1], "exam_order.txt").write_text("\n".join(exam) + "\n")
+PY
+trace() { python3 benchmark/trace_run.py --device cuda --set "model_list=$1" --set "sessions=$2" \
   --set out=corpus --set keep_going=true --set trace_sessions=0 --set warmup=5 --set profiled_runs=3 \
-  --set cupti_runs=6 --set budget_ms=60 --set min_loops=5 2>&1 | quiet
+  --set cupti_runs=6 --set budget_ms=60 --set min_loops=5 2>&1 | quiet; }
+if [ "${EXAM_SESSIONS:-0}" -gt 0 ]; then
+  echo "exam models: $(wc -l < "$JOB/exam_order.txt"), $EXAM_SESSIONS sessions"
+  trace "$JOB/exam_order.txt" "$EXAM_SESSIONS"
+fi
+trace "$JOB/trace_order.txt" "${SESSIONS:-2}"
 echo "stage done $(el)"
 } 2>&1 | tee "$JOB/log.txt"
 touch "$JOB/DONE"

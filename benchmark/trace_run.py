@@ -54,12 +54,13 @@ from utils.ort_session import device_slug, make_session, provenance, resolve_dev
 DEFAULTS = {"device": "auto", "device_id": 0, "models": [], "sessions": 5, "warmup": 20, "profiled_runs": 10,
             "cupti_runs": 20, "budget_ms": 300.0, "min_loops": 20, "max_loops": 5000, "modes": ["e2e", "device"],
             "cudnn_conv_algo_search": "EXHAUSTIVE", "trace_sessions": 1, "out": "timeline", "seed": 0, "threads": 0,
-            "keep_going": False, "model_list": ""}
+            "keep_going": False, "model_list": "", "calibrate": True, "calib_budget_ms": 8.0}
 CONFIG = paths.REPO / "benchmark" / "trace_run.yaml"   # this tool's own config (collector's is config.yaml)
 RUN_MARKER = "hase_trace_run"
 BEFORE, AFTER = "(before Execute)", "(after Execute)"
 NO_LAUNCH = "(no launch record)"
 SESSION_KEYS = ("model", "cudnn_conv_algo_search", "session")
+PROCESS_TAG = f"{os.uname().nodename}-{os.getpid()}-{int(time.time())}"  # sessions that shared one process
 
 
 # ---------------------------------------------------------------- attribution: pure functions
@@ -308,8 +309,12 @@ def rename_marker(trace: dict) -> dict:
     return trace
 
 
-def one_session(model_path: Path, device: str, cfg: dict, idx: int, label: dict, want_trace: bool, log) -> tuple:
-    """Measure one fresh session; returns (session row, node rows, measured timeline or None)."""
+def one_session(model_path: Path, device: str, cfg: dict, idx: int, label: dict, want_trace: bool, log,
+                calibrator=None) -> tuple:
+    """Measure one fresh session; returns (session row, node rows, measured timeline or None).
+    calibrator: benchmark/host_calibration's, run in this process just before the session: the host speed
+    its host times are learned relative to."""
+    calib = calibrator.host(cfg["calib_budget_ms"]) if calibrator is not None else {}
     tmp = Path(tempfile.mkdtemp(prefix="hase_trace_"))
     cuda_opts = {"cudnn_conv_algo_search": cfg["cudnn_conv_algo_search"]} if device == "cuda" else None
     t_create = time.perf_counter()
@@ -361,7 +366,11 @@ def one_session(model_path: Path, device: str, cfg: dict, idx: int, label: dict,
            "profiled_wall_us": median_of(prof_wall), "ort_node_sum_us": sum(ort_us.values()),
            "ort_execute_us": median_of([r["execute_us"] for r in runs]),
            "ort_before_execute_us": median_of([r["before_execute_us"] for r in runs]),
-           "ort_after_execute_us": median_of([r["after_execute_us"] for r in runs])}
+           "ort_after_execute_us": median_of([r["after_execute_us"] for r in runs]), "process": PROCESS_TAG}
+    if calib:
+        from benchmark.host_calibration import LAUNCHING, geomean
+        row.update({f"calib_{k}_us": v for k, v in calib.items()})
+        row["calib_host_index_us"] = geomean(calib[k] for k in LAUNCHING)
     for mode, r in modes.items():
         row.update({f"{mode}_{k}": r[k] for k in ("mean_ms", "median_ms", "p10_ms", "p90_ms", "n")})
         row[f"{mode}_sm_clock_mhz"] = r["sm_clock_mhz"]
@@ -472,6 +481,16 @@ def main() -> int:
                   {"provenance": provenance(device, cfg["device_id"])})
     s_csv, n_csv = out / "trace_sessions.csv", out / "trace_nodes.csv"
     done = done_sessions(s_csv)
+    calibrator = None
+    if cfg["calibrate"]:  # this process's host and copy speed, once in full, then per session (host chains)
+        from benchmark.host_calibration import Calibrator
+        calibrator = Calibrator(device, cfg["device_id"], cfg["threads"])
+        cal = calibrator.calibrate()
+        d = json.loads((out / "calibration.json").read_text()) if (out / "calibration.json").exists() else {}
+        d[PROCESS_TAG] = cal.to_dict()
+        paths.atomic_write_text(out / "calibration.json", json.dumps(d, indent=1))
+        log.info("calibration of this process: host %.2f us/node, %s", cal.host_index_us,
+                 " ".join(f"{k} {v:.1f}" for k, v in {**cal.copy_gbps, **cal.compute}.items()))
     algo = cfg["cudnn_conv_algo_search"] if device == "cuda" else ""
     t0 = time.perf_counter()
     for mi, mp in enumerate(models):
@@ -482,7 +501,7 @@ def main() -> int:
         srows, nrows = [], []
         for i in todo:
             try:
-                row, nodes, tl = one_session(mp, device, cfg, i, label, i < cfg["trace_sessions"], log)
+                row, nodes, tl = one_session(mp, device, cfg, i, label, i < cfg["trace_sessions"], log, calibrator)
             except HaseError as e:
                 if not cfg["keep_going"]:
                     raise

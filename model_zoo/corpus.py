@@ -22,7 +22,8 @@ NAMED_CNN = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide
              "mobilenet_v3_small", "mobilenet_v3_large", "vgg11", "vgg16_bn", "densenet121", "densenet169",
              "efficientnet_b0", "efficientnet_b1", "efficientnet_v2_s", "convnext_tiny", "shufflenet_v2_x1_0",
              "shufflenet_v2_x2_0", "squeezenet1_1", "mnasnet1_0", "mnasnet0_5", "googlenet", "resnext50_32x4d",
-             "regnet_x_400mf", "timm-ghostnet_100", "timm-rexnet_100", "timm-tinynet_a", "timm-mobileone_s0"}
+             "regnet_x_400mf", "regnet_y_800mf", "efficientnet_b3",
+             "convnext_small", "shufflenet_v2_x1_5", "resnext101_32x8d", "timm-ghostnet_100", "timm-rexnet_100", "timm-tinynet_a", "timm-mobileone_s0"}
 
 
 @dataclass
@@ -59,9 +60,11 @@ class Split:
         return "train" if arch in self.train else "exam" if arch in self.exam else "outside"
 
 
-def _seeds(block: dict) -> range:
-    lo, hi = block["seeds"]
-    return range(int(lo), int(hi))
+def _seeds(block: dict) -> list:
+    """seeds: [first, end) or a list of such ranges."""
+    rs = block["seeds"]
+    rs = [rs] if rs and not isinstance(rs[0], (list, tuple)) else rs
+    return [s for lo, hi in rs for s in range(int(lo), int(hi))]
 
 
 def load_split(path=SPLIT_FILE) -> Split:
@@ -69,7 +72,7 @@ def load_split(path=SPLIT_FILE) -> Split:
     if not path.exists():
         raise HaseError("corpus split file not found", path)
     d = yaml.safe_load(path.read_text())
-    s = Split(held_out_families=list(d["exam"]["held_out_families"]))
+    s = Split(held_out_families=list(d["exam"]["held_out_families"] or {}))
     for fam in list(d["train"]["families"]) + s.held_out_families + list(d["exam"]["fresh_seeds"]):
         if fam not in FAMILIES:
             raise HaseError(f"unknown family '{fam}'", path)
@@ -81,7 +84,7 @@ def load_split(path=SPLIT_FILE) -> Split:
         s.train.append(a)
         s.family[a] = "named"
     for grp, key in (("held-out family", "held_out_families"), ("fresh seed", "fresh_seeds")):
-        for fam, blk in d["exam"][key].items():
+        for fam, blk in (d["exam"][key] or {}).items():
             for seed in _seeds(blk):
                 a = f"{fam}-s{seed}"
                 s.exam.append(a)

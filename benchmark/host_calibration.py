@@ -1,0 +1,286 @@
+"""Phase 4 tool: calibrate this process's host dispatch and copy speed (issue 23), in about a second.
+
+  python benchmark/host_calibration.py [--device cuda|cpu|auto] [--set budget_ms=40] [--set out=profile.json]
+
+Host dispatch moves between machines of one kind and between processes on one machine (the GPU side
+does not: GPU-time CV 0.11% across sessions, host CV 14%). A predictor whose host terms were learned on
+other machines needs this process's speed relative to theirs, so the same microbenchmark runs inside
+benchmark/trace_run.py's process next to every measurement, and on the node a prediction is for.
+
+  chains   one session.run of a chain of N nodes of one op class on a tiny tensor, inputs and outputs
+           bound on the device (IOBinding), ORT's graph rewrites off so N nodes stay N kernels:
+           host time per node = median run time / N.
+             relu     unary elementwise: one kernel launch per node (the launch probe's chain)
+             add      binary elementwise with a constant
+             matmul   4x4 MatMul: cuBLAS's launch path
+             conv     1x1 Conv on [1,8,4,4]: cuDNN's launch path
+             reshape  Reshape: ORT aliases the buffer, no kernel: the per-node cost of ORT alone
+           host_index_us: the geometric mean of the four launching chains' per-node times, the one
+           number the predictor scales host dispatch by (relative to its training processes').
+  copies   H2D and D2H of pageable numpy buffers through OrtValue at 64 KiB, 1 MiB, 16 MiB: GB/s (CUDA).
+  compute  (CPU EP) a 3x3 conv, a 512^3 MatMul and a 4M-element Add at the session's thread count:
+           GFLOP/s and GB/s: the CPU EP's compute terms scale by these.
+  clock    SM clock (MHz) via NVML, read after the chains (CUDA).
+
+Library: `Calibrator(device, device_id, threads)` keeps its small sessions, so `measure()` can repeat
+cheaply (trace_run calls it once per model session, about 50 ms); `calibrate()` does one full pass and
+returns a `Calibration` (dataclass; `to_dict()` is the profile JSON with provenance).
+"""
+import dataclasses
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+
+import numpy as np  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from benchmark.ort_kernel_runner import make_runner, time_loop  # noqa: E402
+from utils import paths  # noqa: E402
+from utils.config import base_parser, from_args  # noqa: E402
+from utils.errors import HaseError, run_main  # noqa: E402
+from utils.logger import get_logger  # noqa: E402
+from utils.ort_session import make_session, provenance, resolve_device  # noqa: E402
+
+CONFIG = Path(__file__).resolve().parent / "host_calibration.yaml"
+DEFAULTS = {"device": "auto", "device_id": 0, "threads": 0, "budget_ms": 40.0, "warmup": 20, "out": ""}
+CHAIN_N = 16
+LAUNCHING = ("relu", "add", "matmul", "conv")
+COPY_BYTES = (64 << 10, 1 << 20, 16 << 20)
+SCHEMA = 1
+
+
+def chain_model(kind: str, n: int = CHAIN_N) -> tuple:
+    """(ONNX bytes, input shape) of a chain of n nodes of one op class on a tiny float tensor."""
+    shape = {"relu": [1], "add": [1], "reshape": [4, 4], "matmul": [4, 4], "conv": [1, 8, 4, 4]}[kind]
+    names = ["x"] + [f"t{i}" for i in range(1, n)] + ["y"]
+    inits, nodes = [], []
+    if kind == "add":
+        inits.append(numpy_helper.from_array(np.full(1, 0.5, np.float32), "c"))
+    elif kind == "matmul":
+        inits.append(numpy_helper.from_array(np.eye(4, dtype=np.float32) * 0.5, "w"))
+    elif kind == "conv":
+        inits.append(numpy_helper.from_array(np.eye(8, dtype=np.float32).reshape(8, 8, 1, 1) * 0.5, "w"))
+    elif kind == "reshape":
+        inits += [numpy_helper.from_array(np.array([16], np.int64), "s16"),
+                  numpy_helper.from_array(np.array([4, 4], np.int64), "s44")]
+    for i in range(n):
+        a, b = names[i], names[i + 1]
+        if kind == "relu":
+            nodes.append(helper.make_node("Relu", [a], [b], name=f"n{i}"))
+        elif kind == "add":
+            nodes.append(helper.make_node("Add", [a, "c"], [b], name=f"n{i}"))
+        elif kind == "matmul":
+            nodes.append(helper.make_node("MatMul", [a, "w"], [b], name=f"n{i}"))
+        elif kind == "conv":
+            nodes.append(helper.make_node("Conv", [a, "w"], [b], name=f"n{i}", kernel_shape=[1, 1]))
+        else:  # reshape: alternate [16] and [4,4]; the chain ends on [4,4] when n is even
+            nodes.append(helper.make_node("Reshape", [a, "s16" if i % 2 == 0 else "s44"], [b], name=f"n{i}"))
+    out_shape = shape if kind != "reshape" or n % 2 == 0 else [16]
+    graph = helper.make_graph(nodes, f"calib_{kind}", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="hase.calibration")
+    model.ir_version = 8
+    return model.SerializeToString(), shape
+
+
+def compute_model(kind: str) -> tuple:
+    """(ONNX bytes, feed shape, work) for the CPU EP's throughput: work in FLOP (conv, matmul) or bytes (add)."""
+    if kind == "conv":      # 3x3, 64 -> 64 channels on 56x56: the bulk of a ResNet stage
+        x, w = [1, 64, 56, 56], np.random.default_rng(0).standard_normal((64, 64, 3, 3)).astype(np.float32) * 0.05
+        node = helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+        y, work = [1, 64, 56, 56], 2 * 64 * 64 * 9 * 56 * 56
+    elif kind == "matmul":
+        x, w = [512, 512], np.random.default_rng(0).standard_normal((512, 512)).astype(np.float32) * 0.05
+        node = helper.make_node("MatMul", ["x", "w"], ["y"])
+        y, work = [512, 512], 2 * 512 ** 3
+    else:                   # add: read two 16 MiB operands, write one
+        x, w = [1 << 22], np.full(1 << 22, 0.5, np.float32)
+        node = helper.make_node("Add", ["x", "w"], ["y"])
+        y, work = [1 << 22], 3 * 4 * (1 << 22)
+    graph = helper.make_graph([node], f"calib_cpu_{kind}", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, y)],
+                              initializer=[numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="hase.calibration")
+    model.ir_version = 8
+    return model.SerializeToString(), x, work
+
+
+def geomean(values) -> float:
+    v = [x for x in values if x > 0 and math.isfinite(x)]
+    return float(math.exp(sum(map(math.log, v)) / len(v))) if v else math.nan
+
+
+def host_layout() -> dict:
+    """Where this process runs on the host: what moves host speed between processes (issue 23 item 4)."""
+    out = {"affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()}
+    nodes = sorted(Path("/sys/devices/system/node").glob("node[0-9]*"))
+    out["numa_nodes"] = len(nodes) or 1
+    try:  # field 39 of /proc/self/stat: the CPU this thread last ran on
+        out["current_cpu"] = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[36])
+    except (OSError, IndexError, ValueError):
+        out["current_cpu"] = -1
+    gov = Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
+    out["cpufreq_governor"] = gov.read_text().strip() if gov.exists() else ""
+    try:
+        out["loadavg_1m"] = os.getloadavg()[0]
+    except OSError:
+        out["loadavg_1m"] = math.nan
+    return out
+
+
+@dataclasses.dataclass
+class Calibration:
+    device: str
+    host_us_per_node: dict            # chain -> median run time / nodes (us)
+    host_index_us: float              # geometric mean over the launching chains (us per node)
+    copy_gbps: dict = dataclasses.field(default_factory=dict)      # 'h2d_1MiB' -> GB/s (CUDA)
+    compute: dict = dataclasses.field(default_factory=dict)        # CPU EP: 'conv_gflops', 'matmul_gflops', 'add_gbps'
+    sm_clock_mhz: float = math.nan
+    threads: int = 0
+    took_s: float = 0.0
+    layout: dict = dataclasses.field(default_factory=dict)
+    provenance: dict = dataclasses.field(default_factory=dict)
+    time_unix: float = 0.0
+
+    def to_dict(self) -> dict:
+        """JSON-safe: a value not measured (NaN) is null."""
+        def clean(v):
+            if isinstance(v, dict):
+                return {k: clean(x) for k, x in v.items()}
+            return None if isinstance(v, float) and not math.isfinite(v) else v
+        return clean({"schema": SCHEMA, **dataclasses.asdict(self)})
+
+    def columns(self, prefix: str = "calib_") -> dict:
+        """Flat columns for a measurement row (trace_run's trace_sessions.csv)."""
+        row = {f"{prefix}{k}_us": v for k, v in self.host_us_per_node.items()}
+        row[f"{prefix}host_index_us"] = self.host_index_us
+        row.update({f"{prefix}{k}": v for k, v in {**self.copy_gbps, **self.compute}.items()})
+        return row
+
+
+def from_dict(d: dict, source="calibration profile") -> Calibration:
+    """A profile read back; HaseError naming the field when it is not one."""
+    if not isinstance(d, dict) or d.get("schema") != SCHEMA:
+        raise HaseError(f"not a calibration profile of schema {SCHEMA} (field 'schema')", source)
+    names = {f.name for f in dataclasses.fields(Calibration)}
+    try:
+        cal = Calibration(**{k: v for k, v in d.items() if k in names})
+    except TypeError as e:
+        raise HaseError(f"missing field: {e}", source)
+    if not (isinstance(cal.host_index_us, (int, float)) and cal.host_index_us > 0):
+        raise HaseError(f"field 'host_index_us' must be a positive number, not {cal.host_index_us!r}", source)
+    return cal
+
+
+def load_profile(path) -> Calibration:
+    return from_dict(paths.read_json(Path(path), "calibration profile"), path)
+
+
+class Calibrator:
+    """Small sessions kept open so a measurement can repeat at ~10 ms per chain."""
+
+    def __init__(self, device: str = "cpu", device_id: int = 0, threads: int = 0, warmup: int = 20):
+        self.device, self.device_id, self.threads = device, device_id, threads
+        self.chains = {}
+        for kind in (*LAUNCHING, "reshape"):
+            blob, shape = chain_model(kind)
+            sess = make_session(blob, device, "disable", threads=threads, device_id=device_id)
+            run = make_runner(sess, {"x": np.ones(shape, np.float32)}, "device", device_id)
+            for _ in range(warmup):
+                run()
+            self.chains[kind] = (sess, run)
+
+    def host(self, budget_ms: float = 40.0) -> dict:
+        """Per-node host time of each chain (us): the median of runs over budget_ms per chain."""
+        out = {}
+        for kind, (_, run) in self.chains.items():
+            r = time_loop(run, None, budget_ms, 10, 20000)
+            out[kind] = r["median_ms"] * 1e3 / CHAIN_N
+        return out
+
+    def copies(self) -> dict:
+        if self.device != "cuda":
+            return {}
+        import onnxruntime as ort
+        out = {}
+        for nbytes in COPY_BYTES:
+            a = np.ones(nbytes // 4, np.float32)
+            tag = f"{nbytes >> 20}MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10}KiB"
+            h2d, d2h = [], []
+            for _ in range(5 if nbytes >= 1 << 24 else 20):
+                t = time.perf_counter()
+                ov = ort.OrtValue.ortvalue_from_numpy(a, "cuda", self.device_id)
+                h2d.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                ov.numpy()
+                d2h.append(time.perf_counter() - t)
+            out[f"h2d_{tag}_gbps"] = nbytes / float(np.median(h2d)) / 1e9
+            out[f"d2h_{tag}_gbps"] = nbytes / float(np.median(d2h)) / 1e9
+        return out
+
+    def compute(self, budget_ms: float = 200.0) -> dict:
+        if self.device != "cpu":
+            return {}
+        out = {}
+        for kind in ("conv", "matmul", "add"):
+            blob, shape, work = compute_model(kind)
+            sess = make_session(blob, "cpu", "all", threads=self.threads)
+            x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+            run = make_runner(sess, {"x": x}, "e2e")
+            for _ in range(3):
+                run()
+            sec = time_loop(run, None, budget_ms, 5, 10000)["median_ms"] / 1e3
+            key = "add_gbps" if kind == "add" else f"{kind}_gflops"
+            out[key] = work / sec / 1e9
+        return out
+
+    def calibrate(self, budget_ms: float = 40.0) -> Calibration:
+        t0 = time.perf_counter()
+        host = self.host(budget_ms)
+        cal = Calibration(device=self.device, host_us_per_node=host,
+                          host_index_us=geomean(host[k] for k in LAUNCHING), copy_gbps=self.copies(),
+                          compute=self.compute(5 * budget_ms), threads=self.threads, layout=host_layout(),
+                          provenance=provenance(self.device, self.device_id), time_unix=time.time())
+        if self.device == "cuda":
+            from benchmark.trace_run import sm_clock_mhz
+            cal.sm_clock_mhz = sm_clock_mhz(self.device_id)
+        cal.took_s = time.perf_counter() - t0
+        return cal
+
+
+def calibrate(device: str = "auto", device_id: int = 0, threads: int = 0, budget_ms: float = 40.0,
+              warmup: int = 20) -> Calibration:
+    """One full calibration of this process on a resolved device."""
+    dev = resolve_device(device, device_id)
+    return Calibrator(dev, device_id, threads, warmup).calibrate(budget_ms)
+
+
+def main() -> int:
+    p = base_parser("Calibrate this process's host dispatch, copies and (CPU EP) compute", "benchmark")
+    p.set_defaults(config=CONFIG)
+    args = p.parse_args()
+    cfg = from_args(args, DEFAULTS)
+    log = get_logger("host_calibration", args.log_level)
+    if float(cfg["budget_ms"]) <= 0:
+        raise HaseError(f"config budget_ms: must be > 0, not {cfg['budget_ms']}")
+    t0 = time.perf_counter()
+    cal = calibrate(cfg["device"], int(cfg["device_id"]), int(cfg["threads"]), float(cfg["budget_ms"]),
+                    int(cfg["warmup"]))
+    cal.took_s = time.perf_counter() - t0       # session creation included
+    d = cal.to_dict()
+    log.info("%s: host %.2f us/node (%s), %s in %.1f s", cal.device, cal.host_index_us,
+             " ".join(f"{k} {v:.2f}" for k, v in cal.host_us_per_node.items()),
+             " ".join(f"{k} {v:.1f}" for k, v in {**cal.copy_gbps, **cal.compute}.items()), cal.took_s)
+    if cfg["out"]:
+        paths.atomic_write_text(Path(cfg["out"]), json.dumps(d, indent=1))
+        log.info("wrote %s", cfg["out"])
+    else:
+        print(json.dumps(d, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,7 +1,7 @@
 """Bring one GPU machine's corpus job output (benchmark/gpu_corpus_wait.sh) into the repository, compact:
 trace_sessions.csv.xz as is, trace_nodes.csv.xz with the columns the fits read (4 significant digits; the
 long kernel-name lists dropped: the session's kernel_signature keeps which kernels ran), the machine's
-description, log and trace config; the CUDA records (when the job made them) as one xz JSON {model: record}.
+description, log, trace config and the processes' host calibrations; the CUDA records (when the job made them) as one xz JSON {model: record}.
 
   python benchmark/import_corpus.py SRC_DIR DEST_DIR [--records-to ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz]
 """
@@ -34,7 +34,7 @@ def main() -> int:
     a.dest.mkdir(parents=True, exist_ok=True)
     write_xz(pd.read_csv(a.src / "trace_sessions.csv.gz"), a.dest / "trace_sessions.csv.xz")
     write_xz(pd.read_csv(a.src / "trace_nodes.csv.gz")[NODE_COLS], a.dest / "trace_nodes.csv.xz")
-    for f in ("machine.txt", "trace_config.json"):
+    for f in ("machine.txt", "trace_config.json", "calibration.json"):
         if (a.src / f).exists():
             shutil.copyfile(a.src / f, a.dest / f)
     if (a.src / "log.txt").exists():

@@ -265,9 +265,11 @@ class Predictor:
         return prep
 
     # ---- prediction --------------------------------------------------------------------------
-    def predict(self, model_or_record, load=None, options=None) -> Prediction:
+    def predict(self, model_or_record, load=None, options=None, calibration=None) -> Prediction:
         """Predicted session.run of an ONNX file, a record file or a record dict, under `load` ({DCGM field: value};
-        None: idle, as measured) with session `options` (None: ORT's defaults)."""
+        None: idle, as measured) with session `options` (None: ORT's defaults). calibration: the target node's host
+        calibration (benchmark/host_calibration.py profile, dict or path, or its host_index_us): host-side terms
+        scaled by it (inference/machine_calibration.py); None: the training machines' host speed."""
         from inference.runtime import predict_record
         record = self._record(model_or_record)
         if record.get("device") != self.device:
@@ -285,6 +287,17 @@ class Predictor:
             src = "given"
         if w:
             warns.append(w)
+        model = self.model
+        if calibration is not None and model is not None:
+            from inference import machine_calibration as mc
+            if isinstance(calibration, (str, Path)):
+                from benchmark.host_calibration import load_profile
+                calibration = load_profile(calibration)
+            scale, cw = mc.host_scale(model, calibration)
+            if cw:
+                warns.append(cw)
+            model = dict(model, params=mc.calibrated_params(model["params"], scale))
+            info = dict(info, host_scale=scale)
         if self.model is None:   # no timeline model: the plain Σ in ORT's order
             if self.predictor is None:
                 raise HaseError(self._missing_message())
@@ -301,7 +314,7 @@ class Predictor:
                 prep = tm_prepared(record, {k["id"]: 0.0 for k in record["kernels"]}, self.model)
                 prep.update(kernel_ms={k["id"]: 0.0 for k in record["kernels"]}, standalone_sum_ms=0.0, unseen_types=[])
             try:
-                res = predict_record(record, self.predictor, ld, self.model, opts, prep=prep)
+                res = predict_record(record, self.predictor, ld, model, opts, prep=prep)
             except HaseError as e:   # the timeline refuses a session option: name it
                 if "cudnn_conv_algo_search" in str(e):
                     raise HaseError(f"options.cudnn_conv_algo_search: {e}")

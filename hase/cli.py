@@ -47,6 +47,8 @@ def predict_parser() -> argparse.ArgumentParser:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--metrics-file", type=Path, help="JSON {DCGM field: value} of the GPU's background load")
     src.add_argument("--prometheus", metavar="URL", help="read the load from Prometheus (e.g. http://host:9090)")
+    p.add_argument("--calibration", type=Path, help="host calibration profile of the target node "
+                   "(benchmark/host_calibration.py --set out=F): host dispatch scaled by it")
     p.add_argument("--selector", help="Prometheus label selector of the GPU (default: inference/config.yaml's)")
     p.add_argument("--json", type=Path, help="write the prediction (all fields, per-node breakdown) here")
     p.add_argument("--trace", type=Path, help="write the predicted timeline as a Chrome trace (ui.perfetto.dev)")
@@ -96,7 +98,7 @@ def predict_main(argv) -> int:
         load = None
         warn.append(f"no load given for {target} (not this machine's device): predicted at idle; pass "
                     f"--metrics-file or --prometheus")
-    res = pred.predict(args.model, load)
+    res = pred.predict(args.model, load, calibration=args.calibration)
     text = {**res.details, "model": res.model, "device": pred.device, "total_ms": res.total_ms, "p10_ms": res.p10_ms,
             "p90_ms": res.p90_ms, "idle_ms": res.idle_ms, "kernels": res.breakdown}
     print(format_prediction(text, args.top))

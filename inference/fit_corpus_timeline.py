@@ -9,6 +9,7 @@ architectures are refused here, before anything is read about them):
   copies, fixed cost   fit_measured_timeline.copy_terms: the input copy's rate by the wait before it, a per-node
                        run cost, the output copy; intercepts = session.run's fixed cost
   spread               the per-session quantiles of host and copy terms over each model's median
+  calibration_ref      the training processes' host speed (inference/machine_calibration.py)
 The timeline itself (launches, an idle stream, overlap) is inference/timeline_model.py's, unchanged.
 
 Before the final fit, the node model is judged out of fold on the training split, grouped by architecture
@@ -27,6 +28,7 @@ from graph_model.dag_critical_path import io_bytes, load_records  # noqa: E402
 from inference import timeline_model as tm  # noqa: E402
 from inference.fit_measured_timeline import (copy_terms, cupti_launch_us, labels, measured_host_table,  # noqa: E402
                                              node_medians, read_machines, spread_factors)
+from inference import machine_calibration as mc  # noqa: E402
 from inference.node_model import NodeModel  # noqa: E402
 from model_zoo.corpus import load_split  # noqa: E402
 from utils import paths  # noqa: E402
@@ -116,7 +118,9 @@ def main() -> int:
                                                     "d2h_us_per_byte", "us_per_node")},
              "statistic": "median", "cupti_launch_us": launch_cost, "spread": spread, "algo": cfg["algo"],
              "spread_quantiles": list(q), "gpu_source": "node_model", "predictor_dir": "",
-             "params": dict(tm.DEFAULT_PARAMS, c0_us=ct["before_us0"] + ct["after_us0"], kappa=1.0)}
+             "params": dict(tm.DEFAULT_PARAMS, c0_us=ct["before_us0"] + ct["after_us0"], kappa=1.0),
+             # the training processes' host speed: a target node's calibration scales the host terms by it
+             "calibration_ref": mc.reference(sessions)}
     if base:  # the load terms are not learned on the corpus (idle only): the measured interference model's
         model["params"].update({k: base["params"][k] for k in ("alpha", "beta_us", "clock_exp", "gamma")
                                 if k in base["params"]})

@@ -55,18 +55,15 @@ def test_compact_forest_matches_xgboost(tmp_path):
 @pytest.mark.parametrize("gpu", ["nvidia-h200", "nvidia-h100"])
 def test_shipped_predictor_for_each_gpu(gpu, records):
     """A fresh clone predicts for each GPU with committed data: default timeline found without flags, its predictor
-    committed (<= 10 MB): the H200's the corpus node model (inference/fit_corpus_timeline.py), the H100's the compact
-    all-data kernel predictor; idle <= loaded, p10 <= central <= p90."""
+    committed (<= 10 MB): each GPU's own corpus node model (inference/fit_corpus_timeline.py on its corpus sessions);
+    idle <= loaded, p10 <= central <= p90."""
     import hase
     p = hase.load_predictor(gpu)
     assert Path(p.timeline_path).parts[-3:] == (gpu, "default", "timeline_model.json")
     assert sum(f.stat().st_size for f in p.predictor_dir.iterdir()) <= 10e6
-    if gpu == "nvidia-h200":
-        assert p.predictor_dir == REPO / "inference" / "results" / gpu / "corpus" / "node_model"
-        assert p.predictor.manifest["format"] == "hase.node_model/1"
-    else:
-        assert p.predictor_dir == REPO / "training" / "predictors" / gpu
-        assert "all rows" in p.predictor.manifest["trained_on"]
+    assert p.predictor_dir == REPO / "inference" / "results" / gpu / "corpus" / "node_model"
+    assert p.predictor.manifest["format"] == "hase.node_model/1"
+    assert p.model["calibration_ref"]["host_index_us"] > 0
     rec = records["resnet50_bs16_224x224"]
     idle = p.predict(rec)
     assert idle.p10_ms <= idle.total_ms <= idle.p90_ms and idle.total_ms > 0
@@ -198,3 +195,25 @@ def test_cli_help_and_thin_wrappers(home):
     assert r.returncode == 0 and "hase train" in r.stdout and "--set" in r.stdout
     r = hase_cli("nope", home=home)
     assert r.returncode == 2 and "unknown command 'nope'" in r.stderr
+
+
+def test_calibration_scales_the_host_side_only(records, tmp_path):
+    """Issue 23: a node whose host calibration reads twice the training processes' predicts a dispatch-bound model
+    much slower and a GPU-bound one nearly unchanged; a stale profile gives the uncalibrated prediction and a
+    warning naming the field."""
+    import time
+    import hase
+    p = hase.load_predictor("nvidia-h200")
+    ref = p.model["calibration_ref"]["host_index_us"]
+    small, big = records["resnet18_bs1_224x224"], records["wide_resnet50_2_bs32_224x224"]
+    for rec, lo, hi in ((small, 1.5, 2.2), (big, 0.99, 1.1)):
+        base = p.predict(rec).total_ms
+        slow = p.predict(rec, calibration=2.0 * ref)
+        assert lo * base <= slow.total_ms <= hi * base, (rec["model"], base, slow.total_ms)
+        assert slow.details["host_scale"] == pytest.approx(2.0) and not slow.warnings
+    prof = tmp_path / "old.json"
+    prof.write_text(json.dumps({"schema": 1, "device": "cuda", "host_us_per_node": {"relu": 20.0},
+                                "host_index_us": 2.0 * ref, "time_unix": time.time() - 30 * 86400}))
+    old = p.predict(small, calibration=str(prof))
+    assert old.total_ms == pytest.approx(p.predict(small).total_ms)
+    assert any("time_unix" in w for w in old.warnings)

@@ -24,6 +24,7 @@ COMMANDS = {
     "agent": ("inference.node_agent", "node agent: DCGM fields + launch-wait probe for Prometheus"),
     "serve": ("hase.service", "the prediction service for schedulers (FastAPI on uvicorn)"),
     "trace": ("benchmark.trace_run", "measured timelines of models in fresh sessions"),
+    "calibrate": ("benchmark.host_calibration", "this node's host dispatch, copy and CPU-EP speed (a profile JSON)"),
     "build-predictor": ("training.build_predictor", "build a GPU's shipped compact predictor from its kernel space"),
 }
 

@@ -71,6 +71,7 @@ def predict_main(argv) -> int:
     if not args.model.is_file():
         raise HaseError("file not found" if not args.model.exists() else "not a file", args.model)
     local = False
+    calibration = args.calibration
     if args.gpu:
         target = args.gpu
     else:
@@ -91,6 +92,9 @@ def predict_main(argv) -> int:
             pcfg["selector"] = args.selector
         got = load_from_prometheus(pcfg, pred.fields, optional=(WAIT, AGE, TS))
         load = (*pred.check_load(got, f"prometheus {args.prometheus}"), f"prometheus {args.prometheus}")
+        if args.calibration is None:   # the node agent's hase_calib_* gauges, when it exports them
+            from inference.machine_calibration import from_prometheus
+            calibration = from_prometheus(pcfg)
     elif local:
         from inference.load_sources import current_load
         ld, src, info, w = current_load(cfg, pred.device, pred.fields)
@@ -99,7 +103,7 @@ def predict_main(argv) -> int:
         load = None
         warn.append(f"no load given for {target} (not this machine's device): predicted at idle; pass "
                     f"--metrics-file or --prometheus")
-    res = pred.predict(args.model, load, calibration=args.calibration)
+    res = pred.predict(args.model, load, calibration=calibration)
     text = {**res.details, "model": res.model, "device": pred.device, "total_ms": res.total_ms, "p10_ms": res.p10_ms,
             "p90_ms": res.p90_ms, "idle_ms": res.idle_ms, "kernels": res.breakdown}
     print(format_prediction(text, args.top))

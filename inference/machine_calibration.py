@@ -8,7 +8,8 @@ are scaled by the target's speed relative to the processes its terms were learne
   reference  the median `calib_host_index_us` of the calibrated training sessions (benchmark/trace_run.py runs
              benchmark/host_calibration.py in its own process before every session); stored in the timeline
              model at fit time as `calibration_ref`
-  target     a profile JSON (benchmark/host_calibration.py --set out=...), or a number (a Prometheus gauge)
+  target     a profile JSON (benchmark/host_calibration.py --set out=...), the node agent's gauges in Prometheus
+             (hase_calib_host_index_us and its timestamp: from_prometheus), or a number
 
 Scaled: per-node host dispatch (the timeline's `kappa`) and session.run's fixed cost (`c0_us`). GPU time and
 copies are not. A missing or stale calibration, or a model without a reference, gives the uncalibrated
@@ -77,3 +78,14 @@ def machine_host_index_us(sessions) -> float:
     """A machine's host speed from its calibrated sessions: the median (a single reading is noisy)."""
     v = sessions.get("calib_host_index_us")
     return float(np.nanmedian(v)) if v is not None and np.isfinite(v).any() else math.nan
+
+
+def from_prometheus(pcfg: dict):
+    """The node agent's calibration as a profile-like dict {host_index_us, time_unix}; None when not exported."""
+    from inference.load_sources import load_from_prometheus
+    got = load_from_prometheus(pcfg, [], optional=("HASE_CALIB_HOST_INDEX_US", "HASE_CALIB_AGE_S"))
+    if "HASE_CALIB_HOST_INDEX_US" not in got:
+        return None
+    age = got.get("HASE_CALIB_AGE_S")
+    return {"host_index_us": got["HASE_CALIB_HOST_INDEX_US"],
+            "time_unix": time.time() - age if age is not None else None}

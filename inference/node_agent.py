@@ -31,12 +31,22 @@ agent waits up to idle_wait_s for one, then refuses to start with one line namin
 and the threshold (a reference taken under load makes every exported wait read low); then refreshed
 as the median of the means of recent ticks whose preceding metrics window was idle.
 
+Host calibration (issue 23; benchmark/host_calibration.py): at start, and again every calib_period_s when the
+metrics window is idle, the agent measures this node's host dispatch per node (five 16-node chains,
+calib_budget_ms each) and exports it, with the machine profile JSON at calib_profile when set:
+
+  hase_calib_host_index_us            the host speed predictions scale host dispatch by (inference/machine_calibration.py)
+  hase_calib_<chain>_us               per-node host time of each chain (relu, add, matmul, conv, reshape)
+  hase_calib_<copy|compute>           at start: pageable copy GB/s (CUDA), conv/matmul GFLOP/s and add GB/s (CPU EP)
+  hase_calib_timestamp_seconds        unix time of the last calibration: consumers check its age
+
 --device cpu runs the same chain on the CPU EP (one thread): the wait is then CPU scheduling
 behind CPU neighbours, and the busy field is CPU_UTIL_PCT / 100.
 With --parent-pid PID the agent dies with that process (benchmark/stressor.py's guard_child).
 """
 import argparse
 import collections
+import json
 import time
 from pathlib import Path
 
@@ -47,6 +57,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_serv
 from benchmark.launch_probe import N_LAUNCHES, make_probe, probe, wait_per_launch_us  # noqa: E402
 from benchmark.stressor import LoadProcess, guard_child, signal_ready  # noqa: E402
 from inference.dcgm_exporter import LABELS, gpu_labels, make_gauges, read_fixed  # noqa: E402
+from utils import paths  # noqa: E402
 from utils.config import base_parser, from_args  # noqa: E402
 from utils.errors import HaseError, run_main  # noqa: E402
 from utils.logger import get_logger  # noqa: E402
@@ -56,8 +67,10 @@ CONFIG = Path(__file__).resolve().parent / "node_agent.yaml"
 MAX_DUTY = 0.001  # probe busy time / elapsed time: at most 0.1% of the GPU
 DEFAULTS = {"device": "auto", "device_id": 0, "interval_s": 1.0, "period_s": 5.0, "probe_budget_ms": 4.0,
             "probe_max_runs": 200, "warmup": 50, "idle_probe_us": 0.0, "idle_budget_ms": 200.0,
-            "idle_check_s": 1.0, "idle_busy_max": 0.05, "idle_wait_s": 30.0, "idle_window": 12}
-POSITIVE = ("interval_s", "period_s", "probe_budget_ms", "probe_max_runs", "idle_budget_ms", "idle_window")
+            "idle_check_s": 1.0, "idle_busy_max": 0.05, "idle_wait_s": 30.0, "idle_window": 12,
+            "calibrate": True, "calib_budget_ms": 20.0, "calib_period_s": 600.0, "calib_profile": ""}
+POSITIVE = ("interval_s", "period_s", "probe_budget_ms", "probe_max_runs", "idle_budget_ms", "idle_window",
+            "calib_budget_ms", "calib_period_s")
 NON_NEGATIVE = ("idle_probe_us", "idle_check_s", "idle_busy_max", "idle_wait_s", "warmup")
 PROBE_GAUGES = {
     "hase_launch_wait_us": "wait per launch onto an idle stream behind the neighbours (us)",
@@ -210,6 +223,19 @@ def main() -> int:
             source.stop()
 
 
+def calibration_gauges(cal, registry, labels, gauges: dict) -> None:
+    """Set (creating on first use) the hase_calib_* gauges from a Calibration."""
+    vals = {"hase_calib_host_index_us": cal.host_index_us,
+            **{f"hase_calib_{k}_us": v for k, v in cal.host_us_per_node.items()},
+            **{f"hase_calib_{k}": v for k, v in {**cal.copy_gbps, **cal.compute}.items()},
+            "hase_calib_timestamp_seconds": cal.time_unix}
+    for name, v in vals.items():
+        if name not in gauges:
+            gauges[name] = Gauge(name, "host calibration of this node (benchmark/host_calibration.py)", LABELS,
+                                 registry=registry).labels(**labels)
+        gauges[name].set(v)
+
+
 def serve(cfg, args, device, registry, labels, fields, source, fixed, duty, log) -> int:
     from benchmark.gpu_metrics import snapshot
     dcgm = make_gauges(fields, registry)
@@ -233,6 +259,17 @@ def serve(cfg, args, device, registry, labels, fields, source, fixed, duty, log)
     ref_us, ref_src = idle_reference(float(cfg["idle_probe_us"]), start_us, start_idle, idle_ticks)
     for f, v in (fixed or {}).items():
         dcgm[f].labels(**labels).set(v)
+    calibrator, calib_gauges, t_calib = None, {}, float("inf")
+    if cfg["calibrate"]:
+        from benchmark.host_calibration import Calibrator
+        calibrator = Calibrator(device, cfg["device_id"], 1 if device == "cpu" else 0, int(cfg["warmup"]))
+        cal = calibrator.calibrate(float(cfg["calib_budget_ms"]))
+        calibration_gauges(cal, registry, labels, calib_gauges)
+        if cfg["calib_profile"]:
+            paths.atomic_write_text(Path(cfg["calib_profile"]), json.dumps(cal.to_dict(), indent=1))
+        log.info("host calibration: %.2f us per node (%s)", cal.host_index_us,
+                 " ".join(f"{k} {v:.2f}" for k, v in cal.host_us_per_node.items()))
+        t_calib = time.monotonic() + float(cfg["calib_period_s"])
     start_http_server(args.port, addr=args.address, registry=registry)
     log.info("serving %d fields + launch-wait probe on http://%s:%d/metrics; probe every %gs, <= %g ms "
              "(duty cycle %.3f%%); idle reference %.1f us (%s)", len(fields), args.address, args.port,
@@ -256,6 +293,14 @@ def serve(cfg, args, device, registry, labels, fields, source, fixed, duty, log)
         busy = busy_fraction(window)
         if busy is not None and busy <= float(cfg["idle_busy_max"]):
             idle_ticks.append(float(np.mean(runs_us)))
+            if calibrator is not None and time.monotonic() >= t_calib:   # only on an idle device: no neighbour slowed
+                import dataclasses
+                host = calibrator.host(float(cfg["calib_budget_ms"]))
+                from benchmark.host_calibration import LAUNCHING, geomean
+                cal = dataclasses.replace(cal, host_us_per_node=host, time_unix=time.time(),
+                                          host_index_us=geomean(host[k] for k in LAUNCHING))
+                calibration_gauges(cal, registry, labels, calib_gauges)
+                t_calib = time.monotonic() + float(cfg["calib_period_s"])
             new_ref = idle_reference(float(cfg["idle_probe_us"]), start_us, start_idle, idle_ticks)
             if new_ref[1] != ref_src:
                 log.info("idle reference now %.1f us (%s)", *new_ref)

@@ -119,3 +119,44 @@ def test_calibrator_repeats_cheaply():
     t0 = time.perf_counter()
     h = c.host(5.0)
     assert time.perf_counter() - t0 < 5 and all(math.isfinite(v) and v > 0 for v in h.values())
+
+
+def test_agent_exports_calibration_gauges_through_a_real_prometheus(tmp_path):
+    """The node agent calibrates at start, exports hase_calib_*, Prometheus scrapes them, and the predictor's
+    Prometheus reader gets a fresh host_index_us that scales a prediction."""
+    import shutil
+    if shutil.which("prometheus") is None:
+        pytest.skip("prometheus binary not installed (Debian package 'prometheus')")
+    from helpers import wait_for_series
+    from inference import node_agent as na
+    from inference.runtime import DEFAULTS
+    from utils import paths
+    from utils.config import resolve
+    from utils.local_prometheus import free_port, start_prometheus
+    port = free_port()
+    profile = tmp_path / "node.json"
+    sets = ["period_s=0.5", "probe_budget_ms=0.5", "interval_s=0.2", "idle_check_s=0.2", "idle_budget_ms=50",
+            "warmup=5", "idle_busy_max=1", "calib_budget_ms=5", f"calib_profile={profile}"]
+    t0 = time.time()
+    with na.NodeAgent("cpu", port, sets):
+        (tmp_path / "prom").mkdir()
+        prom, url = start_prometheus(tmp_path / "prom", port, job="agent")
+        try:
+            assert wait_for_series(url, 'hase_calib_host_index_us{job="agent"}', timeout_s=90)
+            pcfg = dict(resolve(DEFAULTS, paths.phase_config("inference"))["prometheus"], url=url,
+                        selector='job="agent"')
+            deadline = time.time() + 30        # the reader's subquery needs a scraped point on its 1 s grid
+            while (got := mc.from_prometheus(pcfg)) is None and time.time() < deadline:
+                time.sleep(0.5)
+            assert got is not None
+            none = mc.from_prometheus(dict(pcfg, selector='job="nobody"'))   # no agent there: uncalibrated
+        finally:
+            prom.terminate()
+            prom.wait(10)
+    cal = load_profile(profile)                  # the machine profile the agent wrote
+    assert got["host_index_us"] == pytest.approx(cal.host_index_us, rel=1e-6)
+    assert t0 - 5 <= got["time_unix"] <= time.time() + 5
+    model = {"calibration_ref": {"host_index_us": cal.host_index_us / 1.5}}
+    scale, warn = mc.host_scale(model, got)
+    assert warn is None and scale == pytest.approx(1.5)
+    assert none is None

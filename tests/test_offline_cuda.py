@@ -99,20 +99,20 @@ def _tiny(path, op_nodes, inits=(), x_shape=(1, 4, 8, 8), y_shape=(1, 4, 16, 16)
 
 
 def test_ops_never_seen_on_cuda_are_not_claimed(tmp_path, monkeypatch):
-    """Resize is in no committed GPU record: whether the CUDA EP runs it or a CPU fallback with copies is not known
-    offline, so the record says it is not claimed, and why."""
+    """Hardmax is in no committed GPU record: whether the CUDA EP runs it or a CPU fallback with copies is not known
+    offline, so the record says it is not claimed, and why. (Resize was the example until the unet family's
+    records showed the CUDA EP running it.)"""
     import numpy as np
     from onnx import helper, numpy_helper
     monkeypatch.setenv("HASE_HOME", str(tmp_path))
     from ort_analysis import offline_cuda
-    f = tmp_path / "resize.onnx"
-    scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
+    f = tmp_path / "hardmax.onnx"
     _tiny(f, [helper.make_node("Relu", ["x"], ["r"], name="relu"),
-              helper.make_node("Resize", ["r", "", "scales"], ["y"], name="resize", mode="nearest")], [scales])
+              helper.make_node("Hardmax", ["r"], ["y"], name="hardmax", axis=-1)], [])
     rec = offline_cuda.analyse(f)
     assert not rec["offline"]["claimed"]
-    assert any("ai.onnx:Resize" in w for w in rec["offline"]["unclaimed_because"])
-    assert [k["type"] for k in rec["kernels"]] == ["Relu", "Resize"]
+    assert any("ai.onnx:Hardmax" in w for w in rec["offline"]["unclaimed_because"])
+    assert [k["type"] for k in rec["kernels"]] == ["Relu", "Hardmax"]
 
 
 def test_a_shape_computed_in_the_graph_is_not_claimed_an_integer_data_path_is(tmp_path, monkeypatch):

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Declared in benchmark/gpu_jobs.yaml; run with `hase gpu-job smoke_trace` (--dry-run prints the command).
 # Quick check before the long job: trace_run on resnet18 bs1 (2 sessions); exit 1 unless CUPTI runs were used.
 export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"  # the project's packages, installed or not
 export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1

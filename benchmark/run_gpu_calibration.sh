@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Declared in benchmark/gpu_jobs.yaml; run with `hase gpu-job calibration` (--dry-run prints the command).
 # One 10-minute GPU call: load calibration, transfer bandwidth, run-to-run noise and collection
 # throughput (issue: phase 4), and the debug breakdowns (issue: debug/).
 # Usage on the GPU machine: source .device/activate.sh && bash benchmark/run_gpu_calibration.sh OUTDIR

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Declared in benchmark/gpu_jobs.yaml; run with `hase gpu-job collection` (--dry-run prints the command).
 # The GPU data run that produced benchmark/results/<gpu>/ (one 10-minute device call).
 # Usage on the GPU machine: source .device/activate.sh && bash benchmark/run_gpu_collection.sh OUTDIR
 # Training architectures: resnet18 (9 configs), resnet50, mobilenet_v2, vgg11.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Declared in benchmark/gpu_jobs.yaml; run with `hase gpu-job collection_resume` (--dry-run prints the command).
 # Second GPU call of the H200 collection: rebuild phases 1-3 (the machine starts bare), restore the
 # CSVs of the first call from .carry/, then continue the kernels level by level so that every
 # stress level gets the same (alphabetically first) kernels within the call's budget.

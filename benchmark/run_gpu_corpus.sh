@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Declared in benchmark/gpu_jobs.yaml; run with `hase gpu-job corpus` (--dry-run prints the command).
 # GPU job (issue 22): export the corpus (model_zoo/corpus_split.yaml: training and exam architectures), make
 # the CUDA records (phase 2, RECORDS=1: one machine is enough, the graph does not depend on the machine) and
 # measure every model with benchmark/trace_run.py (CUPTI per node) in SESSIONS fresh sessions on this machine.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Declared in benchmark/gpu_jobs.yaml; run with `hase gpu-job corunners` (--dry-run prints the command).
 # One 10-minute GPU call: whole models under HELD-OUT co-runners (issue: real neighbours), plus idle.
 # Models: the zoo (resnet18 x 9 configs; resnet50, mobilenet_v2, vgg11, resnet34, densenet121,
 # efficientnet_b0, vit_b_16 at bs16 224) and architectures/batches never seen before:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Declared in benchmark/gpu_jobs.yaml; run with `hase gpu-job kernel_space` (--dry-run prints the command).
 # GPU job (issue 13, kernel space): sample kernel configurations beyond the zoo's (kernel_model/kernel_sampler.py,
 # CUDA EP), then measure them AND the zoo's kernels (the committed CUDA records) packed many per session
 # (benchmark/multi_kernel_runner.py: disjoint subgraphs of one model, per-kernel GPU time from CUPTI records

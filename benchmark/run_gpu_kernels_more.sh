@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Declared in benchmark/gpu_jobs.yaml; run with `hase gpu-job kernels_more` (--dry-run prints the command).
 # One GPU call: kernels of three more architectures at idle (depthwise/SE convs, dense concat
 # blocks, transformer GEMM/LayerNorm/attention kernels), for the kernel regressors, and the
 # collector's throughput with its per-item cost breakdown.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Declared in benchmark/gpu_jobs.yaml; run with `hase gpu-job pinning` (--dry-run prints the command).
 # GPU job: does pinning the process to one CPU core near the GPU narrow the session-to-session spread?
 # Dispatch-bound models (batch 1), SESSIONS fresh sessions each, unpinned then pinned (taskset), with
 # benchmark/trace_run.py; also records the CPU each session ran on. Detached + polled like run_gpu_trace.sh:

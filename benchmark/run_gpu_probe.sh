@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Declared in benchmark/gpu_jobs.yaml; run with `hase gpu-job probe` (--dry-run prints the command).
 # One short GPU call: the launch-wait probe (benchmark/launch_probe.py) next to the plan's stressor and
 # every co-runner setting phase 4 measured whole models under, with the metrics of each setting.
 # Usage on the GPU machine: source .device/activate.sh && bash benchmark/run_gpu_probe.sh OUTDIR

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Declared in benchmark/gpu_jobs.yaml; run with `hase gpu-job remeasure` (--dry-run prints the command).
 # GPU job: measure again chosen kernels of the committed H200 kernel space (a CSV with a Kernel_ID column),
 # with the runner's per-node kernel names and GPU ops per run (gpu_main_kernel, gpu_ops_per_run): which
 # algorithm cuDNN chose, in a fresh session on another machine. The sampled records of seeds 0-2 are drawn again

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Declared in benchmark/gpu_jobs.yaml; run with `hase gpu-job slices` (--dry-run prints the command).
 # GPU job (interference issue): neighbours that differ only in kernel length (10 us .. 10 ms) at one
 # busy fraction, compute- and memory-bound (benchmark/corunners.py slices_*). For each: the load's
 # metrics and launch-wait probe (calibrate_loads.py), then measured timelines of a few models next to it

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Declared in benchmark/gpu_jobs.yaml; run with `hase gpu-job trace` (--dry-run prints the command).
 # GPU job: measured timelines and session-to-session variance (benchmark/trace_run.py) of the zoo, the
 # extra models and ten architectures outside both (batch 1 and 32 at 224 px), fresh sessions each,
 # then the CUDA records of the outside models (phase 2) for offline prediction.

@@ -3,7 +3,8 @@
     hase predict model.onnx [--gpu nvidia-h200|nvidia-h100 | --device cpu] [--metrics-file F | --prometheus URL]
                  [--json F] [--trace F]
     hase serve [--host H] [--port P]
-    hase <phase command> ...   (pipeline, export, analyse, collect, train, evaluate, agent, trace, build-predictor):
+    hase <phase command> ...   (pipeline, export, analyse, collect, train, evaluate, agent, trace, build-predictor,
+                               gpu-job):
                                the same arguments as the script itself; `hase <command> --help`
 """
 import argparse
@@ -26,6 +27,7 @@ COMMANDS = {
     "trace": ("benchmark.trace_run", "measured timelines of models in fresh sessions"),
     "calibrate": ("benchmark.host_calibration", "this node's host dispatch, copy and CPU-EP speed (a profile JSON)"),
     "build-predictor": ("training.build_predictor", "build a GPU's shipped compact predictor from its kernel space"),
+    "gpu-job": ("benchmark.gpu_job", "run a GPU job declared in benchmark/gpu_jobs.yaml (--list shows them)"),
 }
 
 

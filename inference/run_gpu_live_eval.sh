@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Declared in benchmark/gpu_jobs.yaml; run with `hase gpu-job live_eval` (--dry-run prints the command).
 # One GPU call: live evaluation (evaluator.py measures and predicts on the spot, stressor levels 0 and
 # 0.6), prediction speed, a predicted-timeline trace, and the copy bandwidth of this very machine.
 # Needs the H200 predictor (training/models/nvidia-h200, carried) and the committed timeline model.

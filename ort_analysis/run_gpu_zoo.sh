@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Declared in benchmark/gpu_jobs.yaml; run with `hase gpu-job zoo` (--dry-run prints the command).
 # One GPU call: phases 1-3 on CUDA EP for the zoo (resnet18 at the plan's 9 configs, the plan's seven
 # other architectures at bs16 224, and the five extra models phase 4 measures), then the CUDA-EP
 # kernel-type summary and every record, packed for ort_analysis/ort_kernel_record/<gpu>/.

@@ -59,7 +59,7 @@ def test_installed_hase_help_and_predict(venv, tmp_path):
     for line in r.stdout.split():
         assert str(venv["dir"]) in line and str(REPO) not in line   # the installed copy, not the checkout
     r = run(venv, "--help", cwd=tmp_path)
-    assert r.returncode == 0 and "predict" in r.stdout and "serve" in r.stdout
+    assert r.returncode == 0 and "predict" in r.stdout and "serve" in r.stdout and "gpu-job" in r.stdout
     build_residual_model(tmp_path / "m.onnx", "m", 8, 2, 16)
     (tmp_path / "load.json").write_text(json.dumps({"CPU_UTIL_PCT": 10.0}))
     r = run(venv, "predict", tmp_path / "m.onnx", "--device", "cpu", "--metrics-file", tmp_path / "load.json",

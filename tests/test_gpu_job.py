@@ -1,0 +1,164 @@
+"""`hase gpu-job`: the GPU jobs declared in benchmark/gpu_jobs.yaml, run by one runner (benchmark/gpu_job.py). CPU only:
+the declarations against the scripts, the CLI's list / dry run / one-line errors, and tiny jobs that really run."""
+import glob
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchmark.gpu_job import JOBS, load_jobs, main
+from utils.errors import HaseError
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def hase(*args, env=None):
+    e = {k: v for k, v in os.environ.items() if k != "OUT"}
+    e.update(PYTHONPATH=str(REPO), **(env or {}))
+    return subprocess.run([sys.executable, "-m", "hase.cli", "gpu-job", *map(str, args)], cwd=REPO, env=e,
+                          capture_output=True, text=True, timeout=120)
+
+
+def script_env(text: str) -> dict:
+    """The env vars a script reads with ${VAR:-default} / ${VAR:?msg}: {VAR: default, None if required}. HASE_HOME
+    (every job) and variables the script sets itself from something else (CPU=$(...)) are not the job's settings."""
+    text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    found = {}
+    for var, kind, default in re.findall(r"\$\{([A-Z_][A-Z0-9_]*):([-?])([^}]*)\}", text):
+        found[var] = None if kind == "?" else " ".join(default.split())
+    assigned = re.findall(r"(?m)(?:^|[\s;])([A-Z_][A-Z0-9_]*)=(\S*)", text)
+    own = {v for v, rhs in assigned if not rhs.lstrip("(").startswith("${" + v)}
+    return {v: d for v, d in found.items() if v not in own | {"HASE_HOME", "PYTHONPATH"}}
+
+
+def test_every_gpu_script_is_declared_and_every_declaration_matches_its_script():
+    jobs = load_jobs()
+    declared = {j.script for j in jobs.values()}
+    tracked = subprocess.run(["git", "ls-files", "*run_gpu_*.sh"], cwd=REPO, capture_output=True, text=True,
+                             check=True).stdout.split()
+    assert len(tracked) >= 14
+    assert set(tracked) <= declared, f"undeclared GPU scripts: {sorted(set(tracked) - declared)}"
+    for job in jobs.values():
+        text = (REPO / job.script).read_text()
+        assert (REPO / job.script).is_file()
+        # the declared env vars are exactly what the script reads, with the script's defaults
+        declared_env = {k: None if v is None else " ".join(str(v).split()) for k, v in job.env.items()}
+        assert declared_env == script_env(text), job.name
+        # a script that takes a folder is declared with it; the header points at the runner
+        takes_dir = "${1:?" in text
+        assert takes_dir == bool({"{out}", "{job_dir}"} & set(job.args)), job.name
+        assert ("{extra}" in job.args) == ('"$@"' in text), job.name
+        assert f"hase gpu-job {job.name}" in "\n".join(text.splitlines()[:12]), job.name
+        if job.detached:
+            assert (REPO / job.poll).is_file() and 'touch "$JOB/DONE"' in text, job.name
+        for item in job.inputs:   # committed inputs exist (carried ones are not in the repository)
+            first = item.split()[0]
+            if "(carried" not in item and "<" not in first:
+                assert glob.glob(str(REPO / first)), f"{job.name}: input {first} not found"
+
+
+def test_list_prints_every_job():
+    r = hase("--list")
+    assert r.returncode == 0, r.stderr
+    names = yaml.safe_load(JOBS.read_text())
+    for name in names:
+        assert re.search(rf"(?m)^{name}\s+~?\d", r.stdout), name
+    r = subprocess.run([sys.executable, "-m", "hase.cli", "--help"], cwd=REPO, capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert "gpu-job" in r.stdout
+
+
+def test_dry_run_prints_the_command():
+    r = hase("corpus", "--set", "env.SESSIONS=1", "--set", "env.SPLIT=exam", "--dry-run", "--job-dir", "/tmp/j")
+    assert r.returncode == 0, r.stderr
+    start, wait = r.stdout.strip().splitlines()
+    assert start == ("SESSIONS=1 SPLIT=exam setsid nohup bash benchmark/run_gpu_corpus.sh /tmp/j > /tmp/j.out 2>&1 &")
+    assert wait == "bash benchmark/gpu_corpus_wait.sh /tmp/j 540 $OUT"
+    r = hase("trace", "--dry-run", "--out", "/o", "--set", "env.BATCHES=1 8", "--", "--set", "models=[a, b]")
+    assert r.returncode == 0, r.stderr
+    assert "BATCHES='1 8' setsid nohup bash benchmark/run_gpu_trace.sh" in r.stdout
+    assert "--set 'models=[a, b]' >" in r.stdout and r.stdout.rstrip().endswith("540 /o")
+    r = hase("probe", "--dry-run", "--out", "/o")
+    assert r.stdout.strip() == "bash benchmark/run_gpu_probe.sh /o"
+
+
+@pytest.mark.parametrize("args, words", [
+    (["nosuchjob"], ["unknown GPU job 'nosuchjob'", "corpus"]),
+    (["corpus", "--set", "env.SESSION=1", "--dry-run"], ["'SESSION'", "SESSIONS"]),
+    (["corpus", "--set", "SESSIONS=1", "--dry-run"], ["env.VAR=VALUE"]),
+    (["remeasure", "--dry-run"], ["IDS"]),
+    (["probe", "--dry-run", "--", "x"], ["no extra arguments"]),
+    (["probe"], ["--out"]),
+    (["corpus", "--poll-only", "--job-dir", "/nonexistent/job", "--out", "/tmp"], ["/nonexistent/job", "not started"]),
+])
+def test_bad_requests_are_one_line_errors(args, words):
+    r = hase(*args)
+    assert r.returncode == 2 and r.stdout == ""
+    assert len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith("error: "), r.stderr
+    for w in words:
+        assert w in r.stderr, (w, r.stderr)
+
+
+def tiny_jobs(tmp_path, **fields) -> Path:
+    script = tmp_path / "tiny.sh"
+    script.write_text('#!/usr/bin/env bash\nD=${1:?dir}; mkdir -p "$D"\n'
+                      'echo "greeting=${GREETING:-hello} pwd=$(pwd)" > "$D/env.txt"\n'
+                      'sleep "${NAP:-0}"; touch "$D/DONE"\n')
+    spec = {"script": str(script), "what": "writes its env var", "env": {"GREETING": "hello", "NAP": 0},
+            "inputs": [], "outputs": ["{out}/env.txt"], "device_minutes": 0.1, "resume": "none",
+            "args": ["{out}"], **fields}
+    path = tmp_path / "jobs.yaml"
+    path.write_text(yaml.safe_dump({"tiny": spec}))
+    return path
+
+
+def test_a_tiny_job_runs(tmp_path):
+    jobs = tiny_jobs(tmp_path)
+    r = hase("tiny", "--jobs", jobs, "--out", tmp_path / "out", "--set", "env.GREETING=hi there")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "out" / "env.txt").read_text() == f"greeting=hi there pwd={REPO}\n"   # from the repo root
+    r = hase("tiny", "--jobs", jobs, env={"OUT": str(tmp_path / "out2")})                      # $OUT by default
+    assert r.returncode == 0 and (tmp_path / "out2" / "env.txt").read_text().startswith("greeting=hello ")
+
+
+def test_a_detached_job_is_started_then_polled(tmp_path, capfd, monkeypatch):
+    jobs = tiny_jobs(tmp_path, detached=True, poll="benchmark/gpu_corpus_wait.sh", args=["{job_dir}"])
+    monkeypatch.setenv("HASE_HOME", str(tmp_path / "home"))
+    job, out = tmp_path / "job", tmp_path / "out"
+    # the first call returns before the job ends (poll 0 s): it is still running, and cannot be started twice
+    assert main(["tiny", "--jobs", str(jobs), "--job-dir", str(job), "--out", str(out), "--poll-s", "0",
+                 "--set", "env.NAP=3", "--set", "env.GREETING=detached"]) == 0
+    assert "JOB STILL RUNNING" in capfd.readouterr().out
+    with pytest.raises(HaseError, match="already running"):
+        main(["tiny", "--jobs", str(jobs), "--job-dir", str(job), "--out", str(out)])
+    # the next call polls it until it is done; the packer copies the job's log into OUT
+    (job / "log.txt").write_text("a line\n")
+    assert main(["tiny", "--jobs", str(jobs), "--poll-only", "--job-dir", str(job), "--out", str(out),
+                 "--poll-s", "60"]) == 0
+    assert "JOB DONE" in capfd.readouterr().out
+    assert (job / "env.txt").read_text().startswith("greeting=detached ") and (out / "log.txt").exists()
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"script": None}, ["job 'tiny'", "field 'script'", "missing"]),
+    ({"script": "benchmark/no_such_script.sh"}, ["job 'tiny'", "field 'script'", "no_such_script.sh"]),
+    ({"device_minutes": "soon"}, ["job 'tiny'", "field 'device_minutes'"]),
+    ({"args": ["{outdir}"]}, ["job 'tiny'", "field 'args'", "{outdir}"]),
+    ({"detached": True}, ["job 'tiny'", "field 'poll'"]),
+    ({"typo": 1}, ["job 'tiny'", "field 'typo'"]),
+])
+def test_malformed_declarations_are_one_line_errors(tmp_path, change, words):
+    path = tiny_jobs(tmp_path)
+    data = yaml.safe_load(path.read_text())
+    for k, v in change.items():
+        data["tiny"].pop(k) if v is None else data["tiny"].__setitem__(k, v)
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(HaseError) as e:
+        load_jobs(path)
+    assert all(w in str(e.value) for w in words), str(e.value)
+    r = hase("--list", "--jobs", path)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and words[1] in r.stderr

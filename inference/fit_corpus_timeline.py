@@ -15,7 +15,8 @@ The timeline itself (launches, an idle stream, overlap) is inference/timeline_mo
 Before the final fit, the node model is judged out of fold on the training split, grouped by architecture
 (`cv_folds`): whole-model MAPE per family of architectures the trees did not see. That is the development
 signal; the exam (inference/score_exam.py) is scored once, on the final model.
-Writes <out>/timeline_model.json, <out>/node_model/ (manifest + two xgboost models), <out>/train_cv.json.
+Writes <out>/timeline_model.json, <out>/node_model/ (manifest + two xgboost models), <out>/train_cv.json and
+<out>/train_cv_cases.csv (per model, out of fold).
 """
 import json
 from pathlib import Path
@@ -180,6 +181,8 @@ def main() -> int:
     model["fitted"], model["at_bounds"] = [], []
     tm.save(model, out / "timeline_model.json")
     paths.atomic_write_text(out / "train_cv.json", json.dumps(cv, indent=1, default=float) + "\n")
+    if cv:  # per model, out of fold: the development signal's cases (training split only)
+        paths.atomic_write_text(out / "train_cv_cases.csv", d.to_csv(index=False, float_format="%.5g"))
     save_resolved(cfg, out)
     log.info("wrote %s (c0 %.1f us, CUPTI %.2f us/launch, %d training nodes)", out / "timeline_model.json",
              model["params"]["c0_us"], launch_cost, len(ks))

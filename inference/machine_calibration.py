@@ -3,13 +3,17 @@
 Host dispatch moves between machines of one kind (the GPU side does not), so the timeline's host-side terms
 are scaled by the target's speed relative to the processes its terms were learned in:
 
-  host_scale = target host_index_us / reference host_index_us
+  host_scale = (target host_index_us / reference host_index_us) ** elasticity
 
   reference  the median `calib_host_index_us` of the calibrated training sessions (benchmark/trace_run.py runs
              benchmark/host_calibration.py in its own process before every session); stored in the timeline
              model at fit time as `calibration_ref`
   target     a profile JSON (benchmark/host_calibration.py --set out=...), the node agent's gauges in Prometheus
              (hase_calib_host_index_us and its timestamp: from_prometheus), or a number
+
+The elasticity is learned on the training sessions: the slope of each session's log(Σhost / its model's median)
+on its log(calibration / reference). A model's dispatch moves less than the probe's pure launch chains (H200
+training sessions: 0.61, correlation 0.57); 1 where it cannot be fitted.
 
 Scaled: per-node host dispatch (the timeline's `kappa`) and session.run's fixed cost (`c0_us`). GPU time and
 copies are not. A missing or stale calibration, or a model without a reference, gives the uncalibrated
@@ -33,9 +37,18 @@ def reference(sessions) -> dict:
     v = v[v > 0]
     if v.empty:
         return {}
-    return {"host_index_us": float(v.median()), "p10_us": float(v.quantile(0.1)), "p90_us": float(v.quantile(0.9)),
-            "sessions": int(len(v)), "machines": int(sessions.loc[v.index, "machine"].nunique())
-            if "machine" in sessions else 0}
+    ref = float(v.median())
+    out = {"host_index_us": ref, "p10_us": float(v.quantile(0.1)), "p90_us": float(v.quantile(0.9)),
+           "sessions": int(len(v)), "machines": int(sessions.loc[v.index, "machine"].nunique())
+           if "machine" in sessions else 0, "elasticity": 1.0}
+    if {"model", "host_sum_us"} <= set(sessions.columns) and len(v) >= 20:
+        rh = np.log(sessions["host_sum_us"] / sessions.groupby("model")["host_sum_us"].transform("median"))
+        x, y = np.log(v / ref), rh.loc[v.index]
+        ok = np.isfinite(y)
+        if ok.sum() >= 20 and np.var(x[ok]) > 0:
+            slope = float(np.polyfit(x[ok], y[ok], 1)[0])
+            out.update(elasticity=float(np.clip(slope, 0.0, 1.0)), elasticity_corr=float(np.corrcoef(x[ok], y[ok])[0, 1]))
+    return out
 
 
 def host_scale(model: dict, target, now: float = None, max_age_s: float = MAX_AGE_S) -> tuple:
@@ -63,7 +76,7 @@ def host_scale(model: dict, target, now: float = None, max_age_s: float = MAX_AG
     if not SCALE_RANGE[0] <= s <= SCALE_RANGE[1]:
         return 1.0, (f"calibration field 'host_index_us' {us:.2f} us is {s:.2f}x the reference {ref:.2f} us, outside "
                      f"{SCALE_RANGE}: host not scaled")
-    return float(s), None
+    return float(s ** float(model["calibration_ref"].get("elasticity", 1.0))), None
 
 
 def calibrated_params(params: dict, scale: float) -> dict:

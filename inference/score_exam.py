@@ -47,7 +47,8 @@ def score(d: pd.DataFrame, pred: str) -> dict:
             "median_signed_pct": float(np.median((d[pred] / d["e2e_ms"] - 1) * 100)), "in_band_pct": float(band)}
 
 
-def predictions(tl_path: str, predictor_dir: str, records: dict, models: list, split, host_index_us=None) -> dict:
+def predictions(tl_path: str, predictor_dir: str, records: dict, models: list, split, host_index_us=None,
+                keep_prep: bool = False) -> dict:
     """{model: (central, p10, p90, fallback share)} of one timeline model at idle; refuses one fitted on the exam.
     host_index_us: the target machine's host calibration (inference/machine_calibration.py), None: uncalibrated."""
     from inference.predict_model_latency import prepare_record
@@ -72,7 +73,18 @@ def predictions(tl_path: str, predictor_dir: str, records: dict, models: list, s
                            model.get("spread"), True)
         fb = pred.fallback_share(records[m]["kernels"], prep["dev"]) if hasattr(pred, "fallback_share") else 0.0
         out[m] = (r["central"] / 1e3, r["p10"] / 1e3, r["p90"] / 1e3, fb, " ".join(prep["unseen_types"]))
+        if keep_prep:
+            out[m] += (prep,)
     return out
+
+
+def rescaled(pred_entry: tuple, model: dict, host_index_us: float) -> float:
+    """The central prediction (ms) of a kept prep with the host terms scaled by one calibration reading."""
+    prep = pred_entry[-1]
+    scale, warn = mc.host_scale(model, host_index_us)
+    p = mc.calibrated_params(model["params"], scale)
+    r = tm.with_spread(prep, p, tm.load_terms(model["idle_load"], model.get("idle_clock_mhz", 0.0)), None, True)
+    return r["central"] / 1e3
 
 
 def by_machine(sessions: pd.DataFrame, d: pd.DataFrame, cfg: dict, records: dict, exam: list, split, log) -> dict:
@@ -103,11 +115,21 @@ def by_machine(sessions: pd.DataFrame, d: pd.DataFrame, cfg: dict, records: dict
             row["calibrated"] = score(t, "cal_ms")
             for k in ("mape_pct", "within_10pct", "median_signed_pct"):
                 row[k] = row["calibrated"][k]
+        # per session: each session's own truth against the prediction scaled by the calibration read just before it
+        cs = s.dropna(subset=["calib_host_index_us"])
+        if not cal_warn and len(cs):
+            base = predictions(cfg["timeline_model"], cfg["predictor_dir"], records, models, split, None, keep_prep=True)
+            ps = pd.DataFrame({"e2e_ms": cs["e2e_median_ms"].to_numpy(),
+                               "pred_ms": [base[m][0] for m in cs["model"]],
+                               "cal_ms": [rescaled(base[m], model, u) for m, u in zip(cs["model"], cs["calib_host_index_us"])]})
+            row["per_session"] = {"uncalibrated": score(ps, "pred_ms"), "calibrated": score(ps, "cal_ms")}
         out["by_machine"][str(mach)] = row
-        log.info("machine %s: %d sessions, host %.2f us/node, noise %.1f%%; MAPE %.1f%% uncalibrated, %s", mach,
+        log.info("machine %s: %d sessions, host %.2f us/node, noise %.1f%%; MAPE %.1f%% uncalibrated, %s%s", mach,
                  len(s), cal_us, noise["mape_pct"], row["uncalibrated"]["mape_pct"],
                  f"{row['calibrated']['mape_pct']:.1f}% calibrated (x{row['host_scale']:.3f})" if "calibrated" in row
-                 else "no calibration")
+                 else "no calibration", "; per session %.1f%% -> %.1f%%" % (
+                     row["per_session"]["uncalibrated"]["mape_pct"], row["per_session"]["calibrated"]["mape_pct"])
+                 if "per_session" in row else "")
     return out
 
 

@@ -59,6 +59,15 @@ def test_reference_and_scale():
     ref = mc.reference(s)
     assert ref["host_index_us"] == 10.0 and ref["sessions"] == 3 and ref["machines"] == 2
     assert mc.reference(pd.DataFrame({"e2e": [1.0]})) == {}
+    # the elasticity: sessions whose host moves as the square root of the calibration -> 0.5
+    rng = np.random.default_rng(0)
+    cal = rng.uniform(6.0, 14.0, 200)
+    ss = pd.DataFrame({"model": np.repeat(["m1", "m2"], 100), "calib_host_index_us": cal, "machine": "a",
+                       "host_sum_us": np.r_[[1000.0] * 100, [3000.0] * 100] * np.sqrt(cal / 10.0)})
+    el = mc.reference(ss)["elasticity"]
+    assert el == pytest.approx(0.5, abs=0.05)
+    scale, _ = mc.host_scale({"calibration_ref": {"host_index_us": 10.0, "elasticity": 0.5}}, 40.0 / 2.5)
+    assert scale == pytest.approx(1.6 ** 0.5)
     model = {"calibration_ref": ref}
     assert mc.host_scale(model, None) == (1.0, None)
     assert mc.host_scale(model, 20.0) == (2.0, None)

@@ -8,7 +8,8 @@ architectures are refused here, before anything is read about them):
   host dispatch        the same, on each node's launch interval less CUPTI's cost per launch
   copies, fixed cost   fit_measured_timeline.copy_terms: the input copy's rate by the wait before it, a per-node
                        run cost, the output copy; intercepts = session.run's fixed cost
-  spread               the per-session quantiles of host and copy terms over each model's median
+  spread               the per-session quantiles of host and copy terms over each model's median, widened to the
+                       out-of-fold residual quantiles (split-conformal: the model's own error on unseen architectures)
   calibration_ref      the training processes' host speed (inference/machine_calibration.py)
 The timeline itself (launches, an idle stream, overlap) is inference/timeline_model.py's, unchanged.
 
@@ -167,6 +168,12 @@ def main() -> int:
                      v["within_10pct"], v.get("median_signed_pct", float("nan")))
         log.info("out of fold overall MAPE %.1f%%, ΣGPU %.1f%%, Σhost %.1f%%", cv["overall"]["mape_pct"],
                  cv["gpu_sum"]["mape_pct"], cv["host_sum"]["mape_pct"])
+
+        # the band also holds the model's own error: split-conformal quantiles of the out-of-fold log residuals
+        # (architectures the trees did not see), so p10-p90 is a predictive interval for a new architecture
+        r = np.log(d["e2e_ms"] / d["pred_ms"])
+        spread["residual_log_q"] = [float(r.quantile(q[0])), float(r.quantile(q[1]))]
+        cv["residual_log_q"] = spread["residual_log_q"]
 
     # ---- final: every training node
     nm = NodeModel().fit(ks, g, h, cfg["xgboost"])

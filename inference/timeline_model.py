@@ -365,6 +365,10 @@ def with_spread(prep: dict, p: dict, terms: dict, spread, copies: bool = True, c
         r = predict_us(q, p, terms, copies)
         out[tag] = r["total_us"] - r["interference_us"] + (hit10 if tag == "p10" else hit90) * (
             r["interference_us"] / extra if extra > 0 else 0.0)
+    rq = (spread or {}).get("residual_log_q")
+    if rq:  # the model's own error on unseen architectures (out-of-fold quantiles), beside the session spread
+        out["p10"] = min(out["p10"], central_us * math.exp(rq[0]))
+        out["p90"] = max(out["p90"], central_us * math.exp(rq[1]))
     out["p10"], out["p90"] = min(out["p10"], out["central"]), max(out["p90"], out["central"])
     return out
 

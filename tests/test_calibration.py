@@ -169,3 +169,19 @@ def test_agent_exports_calibration_gauges_through_a_real_prometheus(tmp_path):
     scale, warn = mc.host_scale(model, got)
     assert warn is None and scale == pytest.approx(1.5)
     assert none is None
+
+
+def test_band_widens_to_the_out_of_fold_residuals():
+    """The p10-p90 band holds the model's own error on unseen architectures (split-conformal quantiles of the
+    out-of-fold log residuals, fit_corpus_timeline), beside the per-session host and copy spread."""
+    params = dict(tm.DEFAULT_PARAMS, c0_us=50.0)
+    idle = tm.load_terms({}, 0.0)
+    prep = _prep(10.0, 1.0)
+    narrow = {"host_sum_us": [0.97, 1.03], "before_us": [1.0, 1.0]}
+    r0 = tm.with_spread(prep, params, idle, narrow, True)
+    r1 = tm.with_spread(prep, params, idle, dict(narrow, residual_log_q=[-0.2, 0.15]), True)
+    assert r1["central"] == pytest.approx(r0["central"])
+    assert r1["p10"] == pytest.approx(r0["central"] * math.exp(-0.2))
+    assert r1["p90"] == pytest.approx(r0["central"] * math.exp(0.15))
+    r2 = tm.with_spread(prep, params, idle, dict(narrow, residual_log_q=[-0.001, 0.001]), True)
+    assert r2["p10"] == pytest.approx(r0["p10"]) and r2["p90"] == pytest.approx(r0["p90"])   # the wider one wins

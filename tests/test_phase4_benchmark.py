@@ -631,8 +631,12 @@ def test_ctrl_c_leaves_valid_csv_and_no_load(p4_home):
             "--set", "out=sigint"]
     csv_path = results(p4_home, "sigint") / "kernels.csv"
     env = {**os.environ, "HASE_HOME": str(p4_home)}
+    # SIGINT at its default in the child, whatever this test process inherited (an ignored SIGINT is inherited
+    # through exec, and Python then installs no KeyboardInterrupt handler: the collector would run to the end)
     proc = subprocess.Popen([PY, "benchmark/collector.py", *args], cwd=REPO, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    parent_sigint = signal.getsignal(signal.SIGINT)
     try:
         deadline = time.time() + 120
         while time.time() < deadline and not (csv_path.exists() and len(rows(csv_path)) >= 2):
@@ -643,7 +647,7 @@ def test_ctrl_c_leaves_valid_csv_and_no_load(p4_home):
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130 and err.strip().endswith("interrupted"), err[-500:]
+    assert proc.returncode == 130 and err.strip().endswith("interrupted"), (parent_sigint, err[-500:])
     assert loads and all(gone(pid, 5.0) for pid in loads)
     got = rows(csv_path)
     assert len(got) >= 2 and all(r["status"] == "ok" and r["device"] == "cpu" for r in got)

@@ -113,6 +113,16 @@ def geomean(values) -> float:
     return float(math.exp(sum(map(math.log, v)) / len(v))) if v else math.nan
 
 
+def host_index(host_us_per_node: dict) -> float:
+    """The one number a prediction scales host dispatch by: the geometric mean of the launching chains."""
+    return geomean(host_us_per_node[k] for k in LAUNCHING)
+
+
+def host_columns(host_us_per_node: dict, index_us: float, prefix: str = "calib_") -> dict:
+    """Flat columns of the chains' per-node times and their index (trace_run's rows, the agent's gauges)."""
+    return {**{f"{prefix}{k}_us": v for k, v in host_us_per_node.items()}, f"{prefix}host_index_us": index_us}
+
+
 def host_layout() -> dict:
     """Where this process runs on the host: what moves host speed between processes (issue 23 item 4)."""
     out = {"affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()}
@@ -154,9 +164,8 @@ class Calibration:
         return clean({"schema": SCHEMA, **dataclasses.asdict(self)})
 
     def columns(self, prefix: str = "calib_") -> dict:
-        """Flat columns for a measurement row (trace_run's trace_sessions.csv)."""
-        row = {f"{prefix}{k}_us": v for k, v in self.host_us_per_node.items()}
-        row[f"{prefix}host_index_us"] = self.host_index_us
+        """Flat columns: host chains, their index, copies and compute."""
+        row = host_columns(self.host_us_per_node, self.host_index_us, prefix)
         row.update({f"{prefix}{k}": v for k, v in {**self.copy_gbps, **self.compute}.items()})
         return row
 
@@ -241,7 +250,7 @@ class Calibrator:
         t0 = time.perf_counter()
         host = self.host(budget_ms)
         cal = Calibration(device=self.device, host_us_per_node=host,
-                          host_index_us=geomean(host[k] for k in LAUNCHING), copy_gbps=self.copies(),
+                          host_index_us=host_index(host), copy_gbps=self.copies(),
                           compute=self.compute(5 * budget_ms), threads=self.threads, layout=host_layout(),
                           provenance=provenance(self.device, self.device_id), time_unix=time.time())
         if self.device == "cuda":

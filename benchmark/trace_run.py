@@ -368,9 +368,8 @@ def one_session(model_path: Path, device: str, cfg: dict, idx: int, label: dict,
            "ort_before_execute_us": median_of([r["before_execute_us"] for r in runs]),
            "ort_after_execute_us": median_of([r["after_execute_us"] for r in runs]), "process": PROCESS_TAG}
     if calib:
-        from benchmark.host_calibration import LAUNCHING, geomean
-        row.update({f"calib_{k}_us": v for k, v in calib.items()})
-        row["calib_host_index_us"] = geomean(calib[k] for k in LAUNCHING)
+        from benchmark.host_calibration import host_columns, host_index
+        row.update(host_columns(calib, host_index(calib)))
     for mode, r in modes.items():
         row.update({f"{mode}_{k}": r[k] for k in ("mean_ms", "median_ms", "p10_ms", "p90_ms", "n")})
         row[f"{mode}_sm_clock_mhz"] = r["sm_clock_mhz"]

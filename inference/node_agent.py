@@ -46,6 +46,7 @@ With --parent-pid PID the agent dies with that process (benchmark/stressor.py's 
 """
 import argparse
 import collections
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -54,6 +55,7 @@ from pathlib import Path
 import numpy as np  # noqa: E402
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server  # noqa: E402
 
+from benchmark.host_calibration import Calibrator, host_index  # noqa: E402
 from benchmark.launch_probe import N_LAUNCHES, make_probe, probe, wait_per_launch_us  # noqa: E402
 from benchmark.stressor import LoadProcess, guard_child, signal_ready  # noqa: E402
 from inference.dcgm_exporter import LABELS, gpu_labels, make_gauges, read_fixed  # noqa: E402
@@ -225,10 +227,7 @@ def main() -> int:
 
 def calibration_gauges(cal, registry, labels, gauges: dict) -> None:
     """Set (creating on first use) the hase_calib_* gauges from a Calibration."""
-    vals = {"hase_calib_host_index_us": cal.host_index_us,
-            **{f"hase_calib_{k}_us": v for k, v in cal.host_us_per_node.items()},
-            **{f"hase_calib_{k}": v for k, v in {**cal.copy_gbps, **cal.compute}.items()},
-            "hase_calib_timestamp_seconds": cal.time_unix}
+    vals = {**cal.columns("hase_calib_"), "hase_calib_timestamp_seconds": cal.time_unix}
     for name, v in vals.items():
         if name not in gauges:
             gauges[name] = Gauge(name, "host calibration of this node (benchmark/host_calibration.py)", LABELS,
@@ -261,7 +260,6 @@ def serve(cfg, args, device, registry, labels, fields, source, fixed, duty, log)
         dcgm[f].labels(**labels).set(v)
     calibrator, calib_gauges, t_calib = None, {}, float("inf")
     if cfg["calibrate"]:
-        from benchmark.host_calibration import Calibrator
         calibrator = Calibrator(device, cfg["device_id"], 1 if device == "cpu" else 0, int(cfg["warmup"]))
         cal = calibrator.calibrate(float(cfg["calib_budget_ms"]))
         calibration_gauges(cal, registry, labels, calib_gauges)
@@ -294,11 +292,9 @@ def serve(cfg, args, device, registry, labels, fields, source, fixed, duty, log)
         if busy is not None and busy <= float(cfg["idle_busy_max"]):
             idle_ticks.append(float(np.mean(runs_us)))
             if calibrator is not None and time.monotonic() >= t_calib:   # only on an idle device: no neighbour slowed
-                import dataclasses
                 host = calibrator.host(float(cfg["calib_budget_ms"]))
-                from benchmark.host_calibration import LAUNCHING, geomean
-                cal = dataclasses.replace(cal, host_us_per_node=host, time_unix=time.time(),
-                                          host_index_us=geomean(host[k] for k in LAUNCHING))
+                cal = dataclasses.replace(cal, host_us_per_node=host, host_index_us=host_index(host),
+                                          time_unix=time.time())
                 calibration_gauges(cal, registry, labels, calib_gauges)
                 t_calib = time.monotonic() + float(cfg["calib_period_s"])
             new_ref = idle_reference(float(cfg["idle_probe_us"]), start_us, start_idle, idle_ticks)

@@ -47,10 +47,9 @@ def score(d: pd.DataFrame, pred: str) -> dict:
             "median_signed_pct": float(np.median((d[pred] / d["e2e_ms"] - 1) * 100)), "in_band_pct": float(band)}
 
 
-def predictions(tl_path: str, predictor_dir: str, records: dict, models: list, split, host_index_us=None,
-                keep_prep: bool = False) -> dict:
-    """{model: (central, p10, p90, fallback share)} of one timeline model at idle; refuses one fitted on the exam.
-    host_index_us: the target machine's host calibration (inference/machine_calibration.py), None: uncalibrated."""
+def predictions(tl_path: str, predictor_dir: str, records: dict, models: list, split) -> dict:
+    """{model: (central, p10, p90, fallback share, unseen types, prepared timeline input)} of one timeline model at
+    idle; refuses one fitted on the exam."""
     from inference.predict_model_latency import prepare_record
     from training.train_kernel_model import load_predictor
     model = tm.load(Path(tl_path))
@@ -62,34 +61,28 @@ def predictions(tl_path: str, predictor_dir: str, records: dict, models: list, s
     if pdir is None:
         raise HaseError("the timeline model names no predictor (--set predictor_dir=...)", tl_path)
     pred = load_predictor(pdir)
-    scale, warn = mc.host_scale(model, host_index_us)
-    if warn:
-        raise HaseError(warn, tl_path)
-    params = mc.calibrated_params(model["params"], scale)
     out = {}
     for m in models:
         prep = prepare_record(records[m], pred, model)
-        r = tm.with_spread(prep, params, tm.load_terms(model["idle_load"], model.get("idle_clock_mhz", 0.0)),
+        r = tm.with_spread(prep, model["params"], tm.load_terms(model["idle_load"], model.get("idle_clock_mhz", 0.0)),
                            model.get("spread"), True)
         fb = pred.fallback_share(records[m]["kernels"], prep["dev"]) if hasattr(pred, "fallback_share") else 0.0
-        out[m] = (r["central"] / 1e3, r["p10"] / 1e3, r["p90"] / 1e3, fb, " ".join(prep["unseen_types"]))
-        if keep_prep:
-            out[m] += (prep,)
+        out[m] = (r["central"] / 1e3, r["p10"] / 1e3, r["p90"] / 1e3, fb, " ".join(prep["unseen_types"]), prep)
     return out
 
 
-def rescaled(pred_entry: tuple, model: dict, host_index_us: float) -> float:
-    """The central prediction (ms) of a kept prep with the host terms scaled by one calibration reading."""
-    prep = pred_entry[-1]
-    scale, warn = mc.host_scale(model, host_index_us)
+def rescaled(prep: dict, model: dict, host_index_us: float) -> float:
+    """The central prediction (ms) of a prepared model with the host terms scaled by one calibration reading."""
+    scale, _ = mc.host_scale(model, host_index_us)
     p = mc.calibrated_params(model["params"], scale)
     r = tm.with_spread(prep, p, tm.load_terms(model["idle_load"], model.get("idle_clock_mhz", 0.0)), None, True)
     return r["central"] / 1e3
 
 
-def by_machine(sessions: pd.DataFrame, d: pd.DataFrame, cfg: dict, records: dict, exam: list, split, log) -> dict:
+def by_machine(sessions: pd.DataFrame, d: pd.DataFrame, preds: dict, cfg: dict, log) -> dict:
     """Issue 23's judgement: each machine's own truth (the median of its sessions) against the prediction without
-    and with that machine's host calibration (the median of its sessions' calib_host_index_us)."""
+    and with that machine's host calibration (the median of its sessions' calib_host_index_us), and each session
+    against the prediction scaled by the reading taken just before it. preds: predictions() of the exam models."""
     if "calib_host_index_us" not in sessions:
         return {}
     model = tm.load(Path(cfg["timeline_model"]))
@@ -100,7 +93,7 @@ def by_machine(sessions: pd.DataFrame, d: pd.DataFrame, cfg: dict, records: dict
         lab_m = s.groupby("model")["e2e_median_ms"].median()
         noise = accuracy(s["e2e_median_ms"], lab_m.loc[s["model"]].to_numpy())
         cal_us = mc.machine_host_index_us(s)
-        models = [m for m in exam if m in lab_m.index]
+        models = [m for m in d["model"] if m in lab_m.index]
         t = pd.DataFrame({"e2e_ms": lab_m.loc[models].to_numpy(),
                           "pred_ms": d.set_index("model").loc[models, "pred_ms"].to_numpy()})
         row = {"sessions": int(len(s)), "models": len(models), "host_index_us": cal_us,
@@ -109,8 +102,7 @@ def by_machine(sessions: pd.DataFrame, d: pd.DataFrame, cfg: dict, records: dict
         if cal_warn:
             row["calibration_warning"] = cal_warn
         else:
-            cp = predictions(cfg["timeline_model"], cfg["predictor_dir"], records, models, split, cal_us)
-            t["cal_ms"] = [cp[m][0] for m in models]
+            t["cal_ms"] = [rescaled(preds[m][-1], model, cal_us) for m in models]
             row["host_scale"] = mc.host_scale(model, cal_us)[0]
             row["calibrated"] = score(t, "cal_ms")
             for k in ("mape_pct", "within_10pct", "median_signed_pct"):
@@ -118,10 +110,10 @@ def by_machine(sessions: pd.DataFrame, d: pd.DataFrame, cfg: dict, records: dict
         # per session: each session's own truth against the prediction scaled by the calibration read just before it
         cs = s.dropna(subset=["calib_host_index_us"])
         if not cal_warn and len(cs):
-            base = predictions(cfg["timeline_model"], cfg["predictor_dir"], records, models, split, None, keep_prep=True)
             ps = pd.DataFrame({"e2e_ms": cs["e2e_median_ms"].to_numpy(),
-                               "pred_ms": [base[m][0] for m in cs["model"]],
-                               "cal_ms": [rescaled(base[m], model, u) for m, u in zip(cs["model"], cs["calib_host_index_us"])]})
+                               "pred_ms": [preds[m][0] for m in cs["model"]],
+                               "cal_ms": [rescaled(preds[m][-1], model, u)
+                                          for m, u in zip(cs["model"], cs["calib_host_index_us"])]})
             row["per_session"] = {"uncalibrated": score(ps, "pred_ms"), "calibrated": score(ps, "cal_ms")}
         out["by_machine"][str(mach)] = row
         log.info("machine %s: %d sessions, host %.2f us/node, noise %.1f%%; MAPE %.1f%% uncalibrated, %s%s", mach,
@@ -181,7 +173,7 @@ def main() -> int:
                                   "models_over_2pct": int((d["fallback_share"] > 0.02).sum()),
                                   "unseen_types": sorted({t for s in d["unseen_types"] for t in s.split()})},
                "baselines": base_scores}
-    machines = by_machine(sessions, d, cfg, records, exam, split, log)
+    machines = by_machine(sessions, d, main_pred, cfg, log)
     out = Path(cfg["out"])
     out.mkdir(parents=True, exist_ok=True)
     if machines:

@@ -58,3 +58,13 @@ def build_residual_model(path: Path, name: str, channels: int, blocks: int, hw: 
     model.ir_version = 8
     onnx.checker.check_model(model)
     onnx.save(model, str(path))
+
+
+def synthetic_prep(h, dev, h2d=50.0, d2h=10.0, **extra) -> dict:
+    """A prepared timeline input (inference/timeline_model.prepared's keys) of len(h) nodes: node i dispatches in
+    h[i] us (launching at the start of its interval) and runs dev[i] us on the GPU; extra keys override."""
+    import numpy as np
+    n = len(h)
+    return {"h": np.array(h, float), "dev": np.array(dev, float), "floor": 0.0, "floor_us": 0.0,
+            "launch_at_start": True, "on_host": np.zeros(n, bool), "sync": np.zeros(n, bool),
+            "h2d_us": h2d, "d2h_us": d2h, "device": "cuda", "n": n, **extra}

@@ -13,7 +13,7 @@ from benchmark.host_calibration import Calibrator, chain_model, from_dict, load_
 from inference import machine_calibration as mc
 from inference import timeline_model as tm
 from utils.errors import HaseError
-from helpers import run_script
+from helpers import run_script, synthetic_prep
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -84,10 +84,8 @@ def test_reference_and_scale():
 
 
 def _prep(host_us: float, gpu_us: float, n: int = 50) -> dict:
-    """A chain of n nodes: every node dispatches in host_us and runs gpu_us on the GPU."""
-    return {"h": np.full(n, host_us), "dev": np.full(n, gpu_us), "launch_at_start": True, "floor": 0.0,
-            "floor_us": 0.0, "on_host": np.zeros(n, bool), "sync": np.zeros(n, bool), "h2d_us": 0.0, "d2h_us": 0.0,
-            "h2d_wait": None, "fixed_us": 0.0, "device": "cuda", "n": n, "interference": "per_launch"}
+    """A chain of n nodes: every node dispatches in host_us and runs gpu_us on the GPU, no copies."""
+    return synthetic_prep([host_us] * n, [gpu_us] * n, 0.0, 0.0)
 
 
 def test_twice_as_slow_a_host_slows_a_dispatch_bound_model_not_a_gpu_bound_one():

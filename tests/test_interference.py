@@ -3,7 +3,6 @@ hand-computed answers on synthetic timelines, and the fit on the committed H200 
 import json
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 
@@ -11,7 +10,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 from inference import fit_interference as fi  # noqa: E402
 from inference import timeline_model as tm  # noqa: E402
-from tests.helpers import run_script  # noqa: E402
+from tests.helpers import run_script, synthetic_prep  # noqa: E402
 from utils.errors import HaseError  # noqa: E402
 
 P = dict(tm.DEFAULT_PARAMS, c0_us=100.0, alpha=1.0)
@@ -22,10 +21,7 @@ CUPTI_LINES = REPO / "inference" / "results" / "nvidia-h200" / "measured_cupti_l
 
 def prep(h, g, h2d=50.0, d2h=10.0):
     """A run_share prepared model: host interval h_i (launch at its start), GPU time g_i (floor 0)."""
-    n = len(h)
-    return {"h": np.array(h, float), "dev": np.array(g, float), "floor": 0.0, "floor_us": 0.0,
-            "launch_at_start": True, "on_host": np.zeros(n, bool), "sync": np.zeros(n, bool),
-            "h2d_us": h2d, "d2h_us": d2h, "device": "cuda", "n": n, "interference": tm.RUN_SHARE}
+    return synthetic_prep(h, g, h2d, d2h, interference=tm.RUN_SHARE)
 
 
 def terms(u=0.0, wait=None, clock=1.0):

@@ -11,16 +11,14 @@ REPO = Path(__file__).resolve().parents[1]
 from inference import fit_measured_timeline as fmt  # noqa: E402
 from inference import timeline_model as tm  # noqa: E402
 from utils.errors import HaseError  # noqa: E402
+from helpers import synthetic_prep  # noqa: E402
 
 IDLE = {"u": 0.0, "clock_ratio": 1.0, "wait_us": 0.0}
 P = dict(tm.DEFAULT_PARAMS, c0_us=100.0, overhead_us=20.0)
 
 
 def prep(h, dev, launch_at_start=True, h2d=50.0, d2h=10.0):
-    n = len(h)
-    return {"h": np.array(h, float), "dev": np.array(dev, float), "floor": 0.0, "floor_us": 2.0,
-            "launch_at_start": launch_at_start, "on_host": np.zeros(n, bool), "sync": np.zeros(n, bool),
-            "h2d_us": h2d, "d2h_us": d2h, "device": "cuda", "n": n}
+    return synthetic_prep(h, dev, h2d, d2h, launch_at_start=launch_at_start, floor_us=2.0)
 
 
 def test_launch_interval_semantics():

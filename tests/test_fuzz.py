@@ -214,3 +214,13 @@ def test_config_cases_as_scripts(tmp_path):
                            timeout=120, env={**os.environ, "HASE_HOME": str(tmp_path)})
         lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
         assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), (sets, r.stderr)
+
+
+def test_a_line_break_in_the_source_stays_one_line():
+    """Found by test_config_resolver: '--set nope=<newline>' put the line break of the value into the message."""
+    from utils.config import resolve
+    from inference.predict_model_latency import DEFAULTS
+    with pytest.raises(HaseError) as e:
+        resolve(DEFAULTS, None, ["nope=\n"])
+    one_line(e.value)
+    assert "nope" in str(e.value)

@@ -6,7 +6,8 @@ class HaseError(Exception):
     """Bad input or an impossible request. Message: '<file>: <cause>' where a file is involved."""
 
     def __init__(self, cause, path=None):
-        self.path = str(path) if path is not None else None
+        # one line whatever the source: a --set value or a file name may itself hold a line break
+        self.path = str(path).replace("\r", "\\r").replace("\n", "\\n") if path is not None else None
         self.cause = str(cause).strip().splitlines()[0] if str(cause).strip() else "error"
         super().__init__(f"{self.path}: {self.cause}" if self.path else self.cause)
 

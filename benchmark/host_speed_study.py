@@ -15,6 +15,7 @@ the load on the host.
   one_core      one CPU of the GPU's node, its SMT sibling left idle
   one_core_t1   the same, ORT's intra-op pool at 1 thread (its spinning threads share the one core otherwise)
   busy_sibling  one CPU, a busy loop on its SMT sibling (skipped without SMT)
+  cpu<N>        pinned to CPU N (is one CPU slower than another?)
   host_load     no binding, a busy loop on every CPU
 Writes DIR/rows.csv (one row per worker x model), DIR/machine.json. `analyse` reads them and writes
 summary.json (per condition: host index, spread between processes, latency against default) and a plot.
@@ -162,6 +163,11 @@ def plan(lay: dict, conditions: list) -> dict:
             c.update(cpus=[one], load=other_sib)
         elif name == "host_load":
             c.update(load=list(allowed))
+        elif name.startswith("cpu") and name[3:].isdigit():  # one named CPU: is one CPU slower than another?
+            if int(name[3:]) not in allowed:
+                skipped[name] = "not an allowed CPU"
+                continue
+            c.update(cpus=[int(name[3:])])
         elif name != "default":
             raise HaseError(f"unknown condition '{name}'", "conditions")
         out[name] = c
@@ -235,40 +241,96 @@ def pair_spread_pct(values) -> float:
     return float(np.median(d)) if d else float("nan")
 
 
-def analyse(rows) -> dict:
+def group_of(condition: str) -> str:
+    """Conditions that bind the process to one CPU are one setting (which CPU did not matter)."""
+    return "one_cpu" if condition.startswith("cpu") or condition.startswith("one_core") else condition
+
+
+def analyse(rows, slow_ratio: float = 1.2) -> dict:
+    """Per setting: spread between processes, the share of (process, model) runs in the slow host state (over
+    slow_ratio x the model's fastest unloaded process), the median latency against the fastest, and how well
+    the process's calibration (at its start and end) tracks its slowdown."""
     import pandas as pd
     df = pd.DataFrame(rows)
-    base = df[df.condition == "default"].groupby("model").latency_ms.median()
+    df["proc"] = df.get("machine", "") + "/" + df.pid.astype(str)
+    df["setting"] = df.condition.map(group_of)
+    best = df[df.setting != "host_load"].groupby(["machine", "model"] if "machine" in df else "model").latency_ms.min()
+    key = [df.machine, df.model] if "machine" in df else [df.model]
+    df["ratio"] = df.latency_ms.values / best.reindex(pd.MultiIndex.from_arrays(key) if len(key) > 1 else key[0]).values
     out = {}
-    for cond, g in df.groupby("condition", sort=False):
-        per_model = g.groupby("model").latency_ms
-        spread = {m: pair_spread_pct(v) for m, v in per_model}
-        ratio = (per_model.median() / base.reindex(per_model.median().index)).dropna()
-        w = g.drop_duplicates("pid")
-        out[cond] = {"processes": int(w.pid.nunique()),
-                     "host_index_us": [round(x, 2) for x in w.host_index_us],
-                     "host_index_median_us": float(w.host_index_us.median()),
-                     "host_index_spread_pct": pair_spread_pct(w.host_index_us),
-                     "latency_spread_pct": float(np.nanmedian(list(spread.values()))),
-                     "latency_vs_default": float(np.exp(np.log(ratio).median())) if len(ratio) else float("nan"),
-                     "cpus_seen": sorted(set(int(c) for c in g.cpu)),
-                     "mhz_median": float(g.mhz.median())}
+    for setting, g in df.groupby("setting", sort=False):
+        spread = [pair_spread_pct(v) for _, v in g.groupby(["machine", "model"] if "machine" in g else "model").latency_ms]
+        bs1 = g.model.str.contains("_bs1_")
+        w = g.groupby("proc").agg(hi=("host_index_us", "first"), he=("host_index_end_us", "first"),
+                                  r=("ratio", lambda x: float(np.exp(np.log(x).mean()))))
+        out[setting] = {"processes": int(len(w)), "conditions": sorted(g.condition.unique()),
+                        "latency_spread_pct": float(np.nanmedian(spread)),
+                        "slow_share_pct": float(100 * (g[bs1].ratio > slow_ratio).mean()),
+                        "latency_vs_fastest": float(g[bs1].ratio.median()),
+                        "gpu_bound_vs_fastest": float(g[~bs1].ratio.median()),
+                        "host_index_median_us": float(w.hi.median()),
+                        "host_index_spread_pct": pair_spread_pct(w.hi),
+                        "spearman_calib_start_vs_slowdown": float(w.hi.corr(w.r, method="spearman")),
+                        "spearman_calib_end_vs_slowdown": float(w.he.corr(w.r, method="spearman"))}
     return out
 
 
-def analyse_dir(src: Path, report: str, log) -> int:
+def plot(rows, path: Path) -> None:
+    """Each process's slowdown (geomean over models of latency / fastest) per setting and machine."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
     import pandas as pd
-    rows = pd.read_csv(src / "rows.csv").to_dict("records")
-    summary = {"machine": json.loads((src / "machine.json").read_text()), "by_condition": analyse(rows)}
-    dest = Path(report) if report else src
+    df = pd.DataFrame(rows)
+    df = df[df.model.str.contains("_bs1_")]  # the GPU-bound control is in the summary, not here
+    df["setting"] = df.condition.map(group_of)
+    df["ratio"] = df.latency_ms / df.groupby(["machine", "model"]).latency_ms.transform(
+        lambda v: v[df.loc[v.index, "setting"] != "host_load"].min())
+    w = df.groupby(["machine", "setting", "pid"]).ratio.apply(lambda x: float(np.exp(np.log(x).mean()))).reset_index()
+    settings, machines = list(dict.fromkeys(w.setting)), list(dict.fromkeys(w.machine))
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    for j, m in enumerate(machines):
+        for i, s in enumerate(settings):
+            v = w[(w.machine == m) & (w.setting == s)].ratio
+            x = i + (j - (len(machines) - 1) / 2) * 0.25 + np.linspace(-0.05, 0.05, len(v))
+            ax.scatter(x, v, s=12, color=f"C{j}", label=m if i == 0 else None)
+    ax.set_xticks(range(len(settings)), settings)
+    ax.set_ylabel("process slowdown (x fastest)")
+    ax.set_title("Host speed between fresh processes, batch-1 models")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    tmp.replace(path)
+
+
+def analyse_dir(srcs, report: str, log) -> int:
+    """srcs: folders of rows.csv + machine.json, one per machine (their rows are pooled per setting)."""
+    import pandas as pd
+    srcs = [Path(s) for s in (srcs if isinstance(srcs, (list, tuple)) else [srcs])]
+    frames, machines = [], {}
+    for s in srcs:
+        if not (s / "rows.csv").exists():
+            raise HaseError("no rows.csv (run the study first)", s)
+        frames.append(pd.read_csv(s / "rows.csv").assign(machine=s.name))
+        machines[s.name] = json.loads((s / "machine.json").read_text())
+    rows = pd.concat(frames).to_dict("records")
+    summary = {"machines": {k: {f: v.get(f) for f in ("model", "nproc", "numa_nodes", "smt_active", "governor",
+                                                          "cpuidle_states", "skipped", "provenance")}
+                            for k, v in machines.items()},
+               "by_setting": analyse(rows),
+               "by_machine": {m: analyse([r for r in rows if r["machine"] == m]) for m in machines}}
+    dest = Path(report) if report else srcs[0]
     dest.mkdir(parents=True, exist_ok=True)
     tmp = dest / "summary.json.tmp"
     tmp.write_text(json.dumps(summary, indent=1, default=float))
     tmp.replace(dest / "summary.json")
-    for c, s in summary["by_condition"].items():
-        log.info(f"{c:13s} host index {s['host_index_median_us']:6.2f} us (spread {s['host_index_spread_pct']:5.1f}%)"
-                 f"  latency spread {s['latency_spread_pct']:5.1f}%  vs default x{s['latency_vs_default']:.3f}"
-                 f"  cpus {s['cpus_seen'][:8]}")
+    plot(rows, dest / "host_speed.png")
+    for c, s in summary["by_setting"].items():
+        log.info(f"{c:10s} {s['processes']:3d} processes  latency spread {s['latency_spread_pct']:5.1f}%  slow "
+                 f"{s['slow_share_pct']:5.1f}%  x{s['latency_vs_fastest']:.3f} of fastest  host index "
+                 f"{s['host_index_median_us']:.2f} us (calibration vs slowdown: start "
+                 f"{s['spearman_calib_start_vs_slowdown']:.2f}, end {s['spearman_calib_end_vs_slowdown']:.2f})")
     return 0
 
 
@@ -283,7 +345,9 @@ def main() -> int:
     cfg = from_args(args, DEFAULTS)
     log = get_logger("benchmark", args.log_level)
     if cfg["analyse"]:
-        return analyse_dir(Path(cfg["analyse"]), cfg["report"], log)
+        a = cfg["analyse"]
+        return analyse_dir(sorted(glob.glob(a)) if isinstance(a, str) else [x for p in a for x in sorted(glob.glob(p))],
+                           cfg["report"], log)
     models = [m for pat in cfg["models"] for m in sorted(glob.glob(str(pat)))]
     if not models:
         raise HaseError("no model files match", "models")

@@ -3,7 +3,7 @@
 # GPU job (issue 23 item 4): what moves host speed between processes on this machine. Exports a few batch-1
 # models and one GPU-bound control, then benchmark/host_speed_study.py starts REPS fresh worker processes per
 # condition (binding, SMT sibling load, host load), round-robin. One call (about 5 minutes at REPS=4).
-# Env: REPS (4). Writes to $1: rows.csv, machine.json, summary.json, host.txt, log.txt
+# Env: REPS (4), CONDITIONS (the config's list). Writes to $1: rows.csv, machine.json, summary.json, host.txt, log.txt
 set -uo pipefail
 OUTD=${1:?out dir}; mkdir -p "$OUTD"
 export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1
@@ -21,7 +21,7 @@ python3 model_zoo/build_corpus.py --set 'archs=[cnn_mobile-s1, vit-s2, encoder-s
 python3 model_zoo/build_corpus.py --set 'archs=[cnn_plain-s2]' --set workers=3 2>&1 | grep -E "failed|done|error"
 big=$(ls "$M"/cnn_plain-s2_bs*.onnx | grep -v "\.opt\." | sort -t s -k3 -n | tail -1)
 python3 benchmark/host_speed_study.py --device cuda --set "models=[$M/*_bs1_*.onnx, $big]" \
-  --set "reps=${REPS:-4}" --set "out=$OUTD" 2>&1 | grep -vE "Warning|warn"
+  --set "reps=${REPS:-4}" --set "out=$OUTD" ${CONDITIONS:+--set "conditions=$CONDITIONS"} 2>&1 | grep -vE "Warning|warn"
 python3 - "$OUTD" <<'PY'
 import sys, json
 from pathlib import Path

@@ -1,8 +1,8 @@
 """Phase 1b: a seeded generator of model architectures across families, exported to ONNX (opset 17).
 
-  python model_zoo/generator.py --set split=train            # every training architecture, 3+ configs each
-  python model_zoo/generator.py --set 'archs=[vit-s3]' --set max_configs=1
-  python model_zoo/generator.py --set list_only=true          # print the corpus (no export)
+  python model_zoo/build_corpus.py --set split=train         # export every training architecture, 3 configs each
+  python model_zoo/build_corpus.py --set 'archs=[vit-s3]' --set max_configs=1
+  python model_zoo/corpus.py                                  # the split, counted per family (no export)
 
 An architecture is `<family>-s<seed>` (generated) or a named torchvision (`resnet18`) or timm (`timm-<name>`)
 model. `arch_spec(family, seed)` is a pure function of the two: the same seed gives the same graph and the

@@ -1,8 +1,8 @@
 """Phase 1b: a seeded generator of model architectures across families, exported to ONNX (opset 17).
 
-  python model_zoo/generator.py --set split=train            # every training architecture, 3+ configs each
-  python model_zoo/generator.py --set 'archs=[vit-s3]' --set max_configs=1
-  python model_zoo/generator.py --set list_only=true          # print the corpus (no export)
+  python model_zoo/build_corpus.py --set split=train         # export every training architecture, 3 configs each
+  python model_zoo/build_corpus.py --set 'archs=[vit-s3]' --set max_configs=1
+  python model_zoo/corpus.py                                  # the split, counted per family (no export)
 
 An architecture is `<family>-s<seed>` (generated) or a named torchvision (`resnet18`) or timm (`timm-<name>`)
 model. `arch_spec(family, seed)` is a pure function of the two: the same seed gives the same graph and the
@@ -21,6 +21,14 @@ same configs on any machine. Families (each with its own parameter ranges, FAMIL
                added to the scores or SDPA is_causal, tanh or exact GELU, a per-token head of 512-4096
   unet         U-Net for segmentation: 2-4 levels down (max-pool or stride-2 conv) and up (transposed conv or
                nearest/bilinear upsample + conv), skips by concatenation, a 1x1 conv to 2-21 classes
+  conformer    speech Conformer encoder over a float input [B, T, F] (T 64-1024 frames, F 80 or 128 mel bins):
+               two stride-2 Conv2d subsampling, then macaron blocks (half-step SiLU FFNs, self-attention, a
+               convolution module: pointwise Conv1d, GLU, depthwise Conv1d of kernel 7-31, BatchNorm1d)
+  fpn          detector: a residual or inverted-residual backbone of 3-5 stages, a feature pyramid (lateral 1x1
+               convs, nearest x2 Resize top-down, optional stride-2 bottom-up PAN path), a head shared over
+               levels whose outputs are flattened into one [B, anchors, 4 + classes] tensor
+  convnext     ConvNeXt (v1/v2): 4x4 patchify stem, 2-4 stages of depthwise kxk conv, channels-last LayerNorm,
+               Linear-GELU-Linear MLP with layer scale, optional global response norm (ReduceL2)
 Configs: batch 1 always, one batch of 4-16 and one of 32-64, each at a size the family allows; a config whose
 forward pass exceeds `max_gflop` is run at a smaller batch (so one run stays under ~30 ms on an H200).
 
@@ -37,11 +45,12 @@ import numpy as np  # noqa: E402
 from utils import paths  # noqa: E402
 from utils.errors import HaseError  # noqa: E402
 
-CNN = ("cnn_plain", "cnn_mobile", "cnn_grouped")  # the families _build_cnn builds (unet is a CNN too, built apart)
+CNN = ("cnn_plain", "cnn_mobile", "cnn_grouped")  # _build_cnn builds these (unet, fpn, convnext: CNNs built apart)
 # new families go at the end: a family's index seeds its specs and weights, so appending keeps the others' as they are
 FAMILIES = ("cnn_plain", "cnn_mobile", "cnn_grouped", "vit", "swin", "hybrid", "mixer", "encoder",
-            "pvt", "decoder", "unet")
-SEQUENCE = ("encoder", "decoder")  # families whose input is a float sequence [B, S, D] (size: S)
+            "pvt", "decoder", "unet", "conformer", "fpn", "convnext")
+# families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's mel bins)
+SEQUENCE = ("encoder", "decoder", "conformer")
 MID_BATCHES, BIG_BATCHES = (4, 8, 16), (32, 64)
 
 
@@ -128,18 +137,42 @@ def arch_spec(family: str, seed: int) -> dict:
                  ffn_ratio=_pick(r, [2, 4]), attn=_pick(r, ["mask", "sdpa"]), gelu=_pick(r, ["tanh", "none"]),
                  final_norm=bool(r.random() < 0.7), head_width=_pick(r, [512, 1024, 2048, 4096]))
         sizes = [32, 64, 128, 256, 384, 512, 768, 1024]
-    else:  # unet
+    elif family == "unet":
         levels = int(r.integers(2, 5))
         s.update(levels=levels, base=_pick(r, [16, 24, 32, 48, 64]), down=_pick(r, ["maxpool", "conv"]),
                  up=_pick(r, ["transpose", "nearest", "bilinear"]), act=_pick(r, ["relu", "silu", "hardswish"]),
                  classes=int(r.integers(2, 22)))
         sizes = [z for z in (128, 160, 192, 224, 256, 320, 384, 448, 512) if z % 2 ** levels == 0]
+    elif family == "conformer":
+        s.update(mels=_pick(r, [80, 128]), sub_ch=_pick(r, [64, 128, 256]),
+                 dim=_pick(r, [144, 176, 256, 320, 384, 512]), heads=_pick(r, [2, 4, 8]), depth=int(r.integers(2, 9)),
+                 ffn_ratio=_pick(r, [2, 4]), conv_k=2 * int(r.integers(3, 16)) + 1, attn=_pick(r, ["manual", "sdpa"]))
+        sizes = [64, 128, 256, 384, 512, 768, 1024]  # frames, a multiple of 4: the subsampling divides by 4
+    elif family == "fpn":
+        stages = int(r.integers(3, 6))
+        s.update(stages=stages, stem_w=_pick(r, [16, 24, 32, 48]),
+                 block=_pick(r, ["basic", "bottleneck", "inverted"]), act=_pick(r, ["relu", "silu"]),
+                 levels=min(stages, _pick(r, [3, 4])), neck_w=_pick(r, [64, 96, 128, 192, 256]),
+                 pan=bool(r.random() < 0.5), head_convs=int(r.integers(2, 5)), split_towers=bool(r.random() < 0.5),
+                 anchors=_pick(r, [1, 3]), classes=_pick(r, [1, 20, 80]))
+        s["depths"] = [int(r.integers(1, 4)) for _ in range(stages)]
+        if s["block"] == "inverted":
+            s.update(dw_k=_pick(r, [3, 5]), expand=_pick(r, [2, 4, 6]))
+        # every stage halves the map exactly, so that each top-down x2 upsample meets its lateral
+        sizes = [z for z in range(256, 641, 32) if z % 2 ** (stages + 1) == 0]
+    else:  # convnext
+        stages = int(r.integers(2, 5))
+        s.update(stages=stages, dim=_pick(r, [32, 48, 64, 96, 128]), k=_pick(r, [3, 5, 7, 9]),
+                 mlp_ratio=_pick(r, [2, 3, 4]), gelu=_pick(r, ["none", "tanh"]), grn=bool(r.random() < 0.4),
+                 cf_norm=_pick(r, ["permute", "manual"]), classes=1000)
+        s["depths"] = [int(r.integers(2, 7)) if i == 2 else int(r.integers(1, 4)) for i in range(stages)]
+        sizes = list(range(128, 385, 32))
     s["configs"] = _configs(r, family, sizes)
     return s
 
 
 def _configs(r, family: str, sizes: list) -> list:
-    """batch 1, a middle batch and a big one; a size each (sequence lengths for encoders and decoders)."""
+    """batch 1, a middle batch and a big one; a size each (sequence lengths for the SEQUENCE families)."""
     picks = [(1, _pick(r, sizes)), (_pick(r, MID_BATCHES), _pick(r, sizes)), (_pick(r, BIG_BATCHES), _pick(r, sizes))]
     return [{"batch": int(b), "size": int(z)} for b, z in picks]
 
@@ -468,6 +501,143 @@ def _modules():
                 x = dec(torch.cat([up(x), skips.pop()], 1))
             return self.out(x)
 
+    class ConvModule(nn.Module):
+        """Conformer's convolution module over [B, T, D]: LayerNorm, pointwise Conv1d to 2D, GLU back to D,
+        depthwise Conv1d of kernel k over time, BatchNorm1d, SiLU, pointwise Conv1d."""
+        def __init__(self, dim, k):
+            super().__init__()
+            self.norm, self.pw1, self.glu = nn.LayerNorm(dim), nn.Conv1d(dim, 2 * dim, 1), nn.GLU(dim=1)
+            self.dw, self.bn = nn.Conv1d(dim, dim, k, 1, k // 2, groups=dim), nn.BatchNorm1d(dim)
+            self.act, self.pw2 = nn.SiLU(), nn.Conv1d(dim, dim, 1)
+
+        def forward(self, x):
+            y = self.glu(self.pw1(self.norm(x).transpose(1, 2)))
+            return self.pw2(self.act(self.bn(self.dw(y)))).transpose(1, 2)
+
+    class ConformerBlock(nn.Module):
+        """The macaron block: x + FFN/2, + self-attention, + conv module, + FFN/2, then a LayerNorm."""
+        def __init__(self, dim, heads, ffn, k, impl):
+            super().__init__()
+
+            def half_ffn():
+                return nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, ffn), nn.SiLU(), nn.Linear(ffn, dim))
+            self.ff1, self.ff2 = half_ffn(), half_ffn()
+            self.n_attn, self.attn = nn.LayerNorm(dim), Attention(dim, heads, impl)
+            self.conv, self.norm = ConvModule(dim, k), nn.LayerNorm(dim)
+
+        def forward(self, x):
+            x = x + 0.5 * self.ff1(x)
+            x = x + self.attn(self.n_attn(x))
+            x = x + self.conv(x)
+            return self.norm(x + 0.5 * self.ff2(x))
+
+    class FPNNeck(nn.Module):
+        """Over backbone maps (finest first): lateral 1x1 convs to one width, a top-down path (nearest x2 Resize
+        of the coarser level + Add), 3x3 smoothing convs; optionally PANet's bottom-up path (a stride-2 3x3 conv
+        of the finer level + Add, then a 3x3 conv-BN-act)."""
+        def __init__(self, cins, width, pan, act):
+            super().__init__()
+            n = len(cins)
+            self.lat = nn.ModuleList([nn.Conv2d(c, width, 1) for c in cins])
+            self.smooth = nn.ModuleList([nn.Conv2d(width, width, 3, 1, 1) for _ in range(n)])
+            self.down = nn.ModuleList([_conv_bn(width, width, 3, 2, act=act) for _ in range(n - 1)]) if pan else None
+            self.pan = nn.ModuleList([_conv_bn(width, width, 3, act=act) for _ in range(n - 1)]) if pan else None
+
+        def forward(self, feats):
+            p = [lat(f) for lat, f in zip(self.lat, feats)]
+            for i in range(len(p) - 2, -1, -1):
+                p[i] = p[i] + F.interpolate(p[i + 1], scale_factor=2.0, mode="nearest")
+            p = [sm(y) for sm, y in zip(self.smooth, p)]
+            if self.down is not None:
+                for i in range(1, len(p)):
+                    p[i] = self.pan[i - 1](p[i] + self.down[i - 1](p[i - 1]))
+            return p
+
+    class DetHead(nn.Module):
+        """A head shared by every level: a tower of 3x3 conv + act (one for both outputs, or one each), a class
+        conv (sigmoid) and a box conv; each level's [B, A*K, H, W] -> [B, H*W*A, K], boxes then classes,
+        concatenated over levels into [B, anchors, 4 + classes]."""
+        def __init__(self, width, convs, split, anchors, classes, act):
+            super().__init__()
+
+            def tower():
+                return nn.Sequential(*[nn.Sequential(nn.Conv2d(width, width, 3, 1, 1), _act(act))
+                                       for _ in range(convs)])
+            self.cls_tower, self.box_tower = tower(), tower() if split else None
+            self.cls = nn.Conv2d(width, anchors * classes, 3, 1, 1)
+            self.box = nn.Conv2d(width, anchors * 4, 3, 1, 1)
+            self.classes = classes
+
+        @staticmethod
+        def _flat(y, k):
+            return y.permute(0, 2, 3, 1).reshape(y.shape[0], -1, k)
+
+        def forward(self, levels):
+            out = []
+            for x in levels:
+                t = self.cls_tower(x)
+                tb = self.box_tower(x) if self.box_tower is not None else t
+                cls = self._flat(self.cls(t), self.classes).sigmoid()
+                out.append(torch.cat([self._flat(self.box(tb), 4), cls], -1))
+            return torch.cat(out, 1)
+
+    class Detector(nn.Module):
+        """stem, backbone stages, a neck over the last `levels` stage outputs, the shared head."""
+        def __init__(self, stem, stages, levels, neck, head):
+            super().__init__()
+            self.stem, self.stages, self.levels = stem, nn.ModuleList(stages), levels
+            self.neck, self.head = neck, head
+
+        def forward(self, x):
+            x, feats = self.stem(x), []
+            for st in self.stages:
+                x = st(x)
+                feats.append(x)
+            return self.head(self.neck(feats[-self.levels:]))
+
+    class ChannelNorm(nn.Module):
+        """LayerNorm over the channels of [B, C, H, W]: nn.LayerNorm between two permutes ('permute', one
+        LayerNormalization node), or ConvNeXt's channels-first formula ('manual': ReduceMean, Sub, Pow, Sqrt, Div)."""
+        def __init__(self, dim, impl):
+            super().__init__()
+            self.norm = nn.LayerNorm(dim) if impl == "permute" else None
+            self.weight, self.bias = nn.Parameter(torch.ones(dim)), nn.Parameter(torch.zeros(dim))
+
+        def forward(self, x):
+            if self.norm is not None:
+                return self.norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+            u = x.mean(1, keepdim=True)
+            v = (x - u).pow(2).mean(1, keepdim=True)
+            return self.weight[:, None, None] * ((x - u) / torch.sqrt(v + 1e-6)) + self.bias[:, None, None]
+
+    class GRN(nn.Module):
+        """ConvNeXt-V2's global response normalisation over [B, H, W, C]: each channel's L2 norm over the map
+        (ReduceL2), divided by its mean over the channels, rescales the input."""
+        def __init__(self, dim):
+            super().__init__()
+            self.gamma, self.beta = nn.Parameter(torch.zeros(1, 1, 1, dim)), nn.Parameter(torch.zeros(1, 1, 1, dim))
+
+        def forward(self, x):
+            g = torch.norm(x, p=2, dim=(1, 2), keepdim=True)
+            return self.gamma * (x * (g / (g.mean(-1, keepdim=True) + 1e-6))) + self.beta + x
+
+    class ConvNeXtBlock(nn.Module):
+        """Depthwise kxk conv, then channels-last: LayerNorm, Linear to ratio x D, GELU, optional GRN, Linear
+        back, layer scale; permuted back and added to the input."""
+        def __init__(self, dim, k, ratio, gelu, grn):
+            super().__init__()
+            self.dw, self.norm = nn.Conv2d(dim, dim, k, 1, k // 2, groups=dim), nn.LayerNorm(dim)
+            self.fc1, self.act = nn.Linear(dim, ratio * dim), nn.GELU(approximate=gelu)
+            self.grn, self.fc2 = GRN(ratio * dim) if grn else None, nn.Linear(ratio * dim, dim)
+            # layer scale: 1e-6 in ConvNeXt; 0.1 here so that every block still shows in the output
+            self.scale = nn.Parameter(torch.full((dim,), 0.1))
+
+        def forward(self, x):
+            y = self.act(self.fc1(self.norm(self.dw(x).permute(0, 2, 3, 1))))
+            if self.grn is not None:
+                y = self.grn(y)
+            return x + (self.scale * self.fc2(y)).permute(0, 3, 1, 2)
+
     return {k: v for k, v in locals().items() if isinstance(v, type)}
 
 
@@ -509,6 +679,12 @@ def _build(spec: dict, size: int, M: dict, g):
         model = _build_decoder(spec, size, M)
     elif fam == "unet":
         model = _build_unet(spec, M)
+    elif fam == "conformer":
+        model = _build_conformer(spec, M)
+    elif fam == "fpn":
+        model = _build_fpn(spec, M)
+    elif fam == "convnext":
+        model = _build_convnext(spec, M)
     elif fam == "torchvision":
         from model_zoo.torchvision_exporter import build_torch_model
         return build_torch_model(spec["arch"], size)
@@ -737,12 +913,83 @@ def _build_unet(s, M):
     return M["UNet"](s["levels"], s["base"], s["down"], s["up"], s["act"], s["classes"])
 
 
+def _build_conformer(s, M):
+    import torch.nn as nn
+
+    class Conformer(nn.Module):
+        """[B, T, F] -> two stride-2 3x3 Conv2d + ReLU over [B, 1, T, F] -> Linear to D -> blocks: [B, T/4, D]."""
+        def __init__(self):
+            super().__init__()
+            c, d, f_sub = s["sub_ch"], s["dim"], s["mels"]
+            for _ in range(2):  # a stride-2 conv with padding 1 rounds up
+                f_sub = (f_sub - 1) // 2 + 1
+            self.sub = nn.Sequential(nn.Conv2d(1, c, 3, 2, 1), nn.ReLU(), nn.Conv2d(c, c, 3, 2, 1), nn.ReLU())
+            self.proj = nn.Linear(c * f_sub, d)
+            self.blocks = nn.Sequential(*[M["ConformerBlock"](d, s["heads"], d * s["ffn_ratio"], s["conv_k"],
+                                                              s["attn"]) for _ in range(s["depth"])])
+
+        def forward(self, x):
+            y = self.sub(x.unsqueeze(1))  # [B, C, T/4, F/4]
+            return self.blocks(self.proj(y.transpose(1, 2).flatten(2)))
+    return Conformer()
+
+
+def _fpn_block(s, M, cin, cout, stride):
+    """A backbone block: basic or bottleneck residual + act (a 1x1 projection shortcut when the shape changes),
+    or an inverted residual (identity shortcut only when it keeps the shape)."""
+    import torch.nn as nn
+    act = s["act"]
+    if s["block"] == "inverted":
+        hid = cin * s["expand"]
+        body = nn.Sequential(_conv_bn(cin, hid, 1, act=act),
+                             _conv_bn(hid, hid, s["dw_k"], stride, groups=hid, act=act),
+                             _conv_bn(hid, cout, 1, act=None))
+        return M["Residual"](body) if stride == 1 and cin == cout else body
+    short = _conv_bn(cin, cout, 1, stride, act=None) if stride != 1 or cin != cout else None
+    if s["block"] == "basic":
+        body = nn.Sequential(_conv_bn(cin, cout, 3, stride, act=act), _conv_bn(cout, cout, 3, act=None))
+    else:
+        mid = max(cout // 4, 8)
+        body = nn.Sequential(_conv_bn(cin, mid, 1, act=act), _conv_bn(mid, mid, 3, stride, act=act),
+                             _conv_bn(mid, cout, 1, act=None))
+    return nn.Sequential(M["Residual"](body, short), _act(act))
+
+
+def _build_fpn(s, M):
+    import torch.nn as nn
+    act = s["act"]
+    widths = [min(s["stem_w"] * 2 ** (i + 1), 512) for i in range(s["stages"])]  # stage i: stride 2**(i + 2)
+    stages, c = [], s["stem_w"]
+    for w, depth in zip(widths, s["depths"]):
+        stages.append(nn.Sequential(*[_fpn_block(s, M, c if j == 0 else w, w, 2 if j == 0 else 1)
+                                      for j in range(depth)]))
+        c = w
+    neck = M["FPNNeck"](widths[-s["levels"]:], s["neck_w"], s["pan"], act)
+    head = M["DetHead"](s["neck_w"], s["head_convs"], s["split_towers"], s["anchors"], s["classes"], act)
+    return M["Detector"](_conv_bn(3, s["stem_w"], 3, 2, act=act), stages, s["levels"], neck, head)
+
+
+def _build_convnext(s, M):
+    import torch.nn as nn
+    dims = [s["dim"] * 2 ** i for i in range(s["stages"])]
+    layers = [nn.Conv2d(3, dims[0], 4, 4), M["ChannelNorm"](dims[0], s["cf_norm"])]
+    for i, (d, depth) in enumerate(zip(dims, s["depths"])):
+        if i:  # downsampling: channel LayerNorm + 2x2 stride-2 conv
+            layers += [M["ChannelNorm"](dims[i - 1], s["cf_norm"]), nn.Conv2d(dims[i - 1], d, 2, 2)]
+        layers += [M["ConvNeXtBlock"](d, s["k"], s["mlp_ratio"], s["gelu"], s["grn"]) for _ in range(depth)]
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.LayerNorm(dims[-1]), nn.Linear(dims[-1], s["classes"])]
+    return nn.Sequential(*layers)
+
+
 def input_shape(spec: dict, batch: int, size: int) -> tuple:
-    return (batch, size, spec["dim"]) if spec["family"] in SEQUENCE else (batch, 3, size, size)
+    if spec["family"] in SEQUENCE:  # [B, S, F]: F is a conformer's mel bins, else the model's width
+        return (batch, size, spec["mels"] if spec["family"] == "conformer" else spec["dim"])
+    return (batch, 3, size, size)
 
 
 def file_stem(spec: dict, batch: int, size: int) -> str:
-    """<arch>_bs<B>_<H>x<W>; an encoder's or decoder's 'H x W' is sequence x width."""
+    """<arch>_bs<B>_<H>x<W>; an encoder's or decoder's 'H x W' is sequence x width, a conformer's frames x mel
+    bins."""
     shape = input_shape(spec, batch, size)
     return Path(paths.model_file(spec["arch"], batch, shape[-2], shape[-1])).stem
 

@@ -23,7 +23,8 @@ NAMED_CNN = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide
              "efficientnet_b0", "efficientnet_b1", "efficientnet_v2_s", "convnext_tiny", "shufflenet_v2_x1_0",
              "shufflenet_v2_x2_0", "squeezenet1_1", "mnasnet1_0", "mnasnet0_5", "googlenet", "resnext50_32x4d",
              "regnet_x_400mf", "regnet_y_800mf", "efficientnet_b3",
-             "convnext_small", "shufflenet_v2_x1_5", "resnext101_32x8d", "timm-ghostnet_100", "timm-rexnet_100", "timm-tinynet_a", "timm-mobileone_s0"}
+             "convnext_small", "shufflenet_v2_x1_5", "resnext101_32x8d", "regnet_y_1_6gf", "efficientnet_b2",
+             "mnasnet1_3", "timm-resnest14d", "timm-dla34", "timm-repvit_m1", "timm-ghostnet_100", "timm-rexnet_100", "timm-tinynet_a", "timm-mobileone_s0"}
 
 
 @dataclass

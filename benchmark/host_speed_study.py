@@ -314,8 +314,10 @@ def analyse_dir(srcs, report: str, log) -> int:
             raise HaseError("no rows.csv (run the study first)", s)
         frames.append(pd.read_csv(s / "rows.csv").assign(machine=s.name))
         machines[s.name] = json.loads((s / "machine.json").read_text())
-    rows = pd.concat(frames).to_dict("records")
-    summary = {"machines": {k: {f: v.get(f) for f in ("model", "nproc", "numa_nodes", "smt_active", "governor",
+    common = set.intersection(*(set(f.model) for f in frames))  # the same models on every machine
+    rows = pd.concat(frames)
+    rows = rows[rows.model.isin(common)].to_dict("records")
+    summary = {"models": sorted(common), "machines": {k: {f: v.get(f) for f in ("model", "nproc", "numa_nodes", "smt_active", "governor",
                                                           "cpuidle_states", "skipped", "provenance")}
                             for k, v in machines.items()},
                "by_setting": analyse(rows),

@@ -1,11 +1,12 @@
 """Bring one GPU machine's corpus job output (benchmark/gpu_corpus_wait.sh) into the repository, compact:
 trace_sessions.csv.xz as is, trace_nodes.csv.xz with the columns the fits read (4 significant digits; the
 long kernel-name lists dropped: the session's kernel_signature keeps which kernels ran), the machine's
-description, log, trace config and the processes' host calibrations; the CUDA records (when the job made them) as one xz JSON {model: record}.
+description, log, trace config and the processes' host calibrations; the CUDA records (when the job made them) merged into one xz JSON {model: record}.
 
   python benchmark/import_corpus.py SRC_DIR DEST_DIR [--records-to ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz]
 """
 import argparse
+import json
 import lzma
 import shutil
 from pathlib import Path
@@ -43,7 +44,11 @@ def main() -> int:
         atomic_write_bytes(a.dest / "corpus_manifest.json.xz",
                            lzma.compress((a.src / "corpus_manifest.json").read_bytes(), preset=9))
     if a.records_to and (a.src / "records.json.xz").exists():
-        shutil.copyfile(a.src / "records.json.xz", a.records_to)
+        # merged into what is there: a job of the exam alone must not drop the training models' records
+        new = json.loads(lzma.decompress((a.src / "records.json.xz").read_bytes()))
+        old = json.loads(lzma.decompress(a.records_to.read_bytes())) if a.records_to.exists() else {}
+        atomic_write_bytes(a.records_to, lzma.compress(json.dumps({**old, **new}).encode(), preset=9))
+        print(f"records: {len(old)} + {len(set(new) - set(old))} new -> {a.records_to}")
     print(f"wrote {a.dest}")
     return 0
 

@@ -20,7 +20,7 @@ python3 model_zoo/build_corpus.py --set 'archs=[cnn_mobile-s1, vit-s2, encoder-s
   --set max_configs=1 --set workers=5 2>&1 | grep -E "failed|done|error"
 python3 model_zoo/build_corpus.py --set 'archs=[cnn_plain-s2]' --set workers=3 2>&1 | grep -E "failed|done|error"
 big=$(ls "$M"/cnn_plain-s2_bs*.onnx | grep -v "\.opt\." | sort -t s -k3 -n | tail -1)
-python3 benchmark/host_speed_study.py --device cuda --set "models=[$M/*_bs1_*.onnx, $big]" \
+python3 benchmark/host_speed_study.py --device cuda --set "models=[$M/cnn_mobile-s1_bs1_*.onnx, $M/vit-s2_bs1_*.onnx, $M/encoder-s1_bs1_*.onnx, $M/hybrid-s1_bs1_*.onnx, $M/mixer-s1_bs1_*.onnx, $M/cnn_plain-s2_bs1_*.onnx, $big]" \
   --set "reps=${REPS:-4}" --set "out=$OUTD" ${CONDITIONS:+--set "conditions=$CONDITIONS"} 2>&1 | grep -vE "Warning|warn"
 python3 - "$OUTD" <<'PY'
 import sys, json

@@ -7,7 +7,10 @@
 #   source .device/activate.sh && setsid nohup bash benchmark/run_gpu_corpus.sh /tmp/job > /tmp/job.out 2>&1 &
 #   bash benchmark/gpu_corpus_wait.sh /tmp/job 540 $OUT
 # Env: SESSIONS (2), RECORDS (0|1), SPLIT (all|train|exam), WORKERS (14 export processes), RECORD_PROCS (6),
-#      EXAM_SESSIONS (0; > 0: the exam models first, in that many sessions, then everything in SESSIONS).
+#      EXAM_SESSIONS (0; > 0: the exam models first, in that many sessions, then everything in SESSIONS),
+#      ANCHORS ("": a YAML list of training architectures exported and traced beside SPLIT's models, e.g.
+#      "[resnet50, mobilenet_v2, vit_b_16, cnn_mobile-s1, vit-s2, encoder-s1, hybrid-s1, unet-s0]": a machine that
+#      runs only exam models then still shares models with the training machines, so its offset can be measured).
 set -uo pipefail
 JOB=${1:?job dir}; mkdir -p "$JOB"
 export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1
@@ -23,6 +26,9 @@ import importlib; t=importlib.util.find_spec('timm'); print('ort', o.__version__
 cat "$JOB/machine.txt"
 echo "stage export $(el)"
 python3 model_zoo/build_corpus.py --set "split=${SPLIT:-all}" --set "workers=${WORKERS:-14}" 2>&1 | grep -E "failed|done|error"
+if [ -n "${ANCHORS:-}" ]; then
+  python3 model_zoo/build_corpus.py --set "archs=$ANCHORS" --set "workers=${WORKERS:-14}" 2>&1 | grep -E "failed|done|error"
+fi
 ls "$M"/*.onnx | grep -v "\.opt\." > "$JOB/all_models.txt"
 echo "models: $(wc -l < "$JOB/all_models.txt")"
 if [ "${RECORDS:-0}" = 1 ]; then

@@ -28,8 +28,9 @@ def script_env(text: str) -> dict:
     (every job) and variables the script sets itself from something else (CPU=$(...)) are not the job's settings."""
     text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
     found = {}
-    for var, kind, default in re.findall(r"\$\{([A-Z_][A-Z0-9_]*):([-?])([^}]*)\}", text):
-        found[var] = None if kind == "?" else " ".join(default.split())
+    for var, kind, default in re.findall(r"\$\{([A-Z_][A-Z0-9_]*):([-?+])([^}]*)\}", text):
+        # ${VAR:+...}: an optional setting whose default is unset
+        found[var] = None if kind == "?" else "" if kind == "+" else " ".join(default.split())
     assigned = re.findall(r"(?m)(?:^|[\s;])([A-Z_][A-Z0-9_]*)=(\S*)", text)
     own = {v for v, rhs in assigned if not rhs.lstrip("(").startswith("${" + v)}
     return {v: d for v, d in found.items() if v not in own | {"HASE_HOME", "PYTHONPATH"}}

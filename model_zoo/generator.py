@@ -29,6 +29,12 @@ same configs on any machine. Families (each with its own parameter ranges, FAMIL
                levels whose outputs are flattened into one [B, anchors, 4 + classes] tensor
   convnext     ConvNeXt (v1/v2): 4x4 patchify stem, 2-4 stages of depthwise kxk conv, channels-last LayerNorm,
                Linear-GELU-Linear MLP with layer scale, optional global response norm (ReduceL2)
+  tcn          temporal convolution network over a float input [B, T, C_in] (T 64-2048, C_in 40-128): 6-24
+               residual blocks of dilated Conv1d (kernel 2-7, dilation 1..2^k, causal or same padding, optionally
+               depthwise-separable), WaveNet-gated/GLU/ReLU/GELU, no norm/BatchNorm/LayerNorm, summed skips
+  perceiver    Perceiver over an image: patch or conv stem to tokens + learned positions, a learned latent array
+               (32-256 x 128-512) that cross-attends to the tokens 1-2 times (manual or nn.MultiheadAttention),
+               2-8 pre-norm latent self-attention blocks, mean over the latents
 Configs: batch 1 always, one batch of 4-16 and one of 32-64, each at a size the family allows; a config whose
 forward pass exceeds `max_gflop` is run at a smaller batch (so one run stays under ~30 ms on an H200).
 
@@ -45,12 +51,12 @@ import numpy as np  # noqa: E402
 from utils import paths  # noqa: E402
 from utils.errors import HaseError  # noqa: E402
 
-CNN = ("cnn_plain", "cnn_mobile", "cnn_grouped")  # _build_cnn builds these (unet, fpn, convnext: CNNs built apart)
+CNN = ("cnn_plain", "cnn_mobile", "cnn_grouped")  # _build_cnn builds these (unet, fpn, convnext, tcn: CNNs built apart)
 # new families go at the end: a family's index seeds its specs and weights, so appending keeps the others' as they are
 FAMILIES = ("cnn_plain", "cnn_mobile", "cnn_grouped", "vit", "swin", "hybrid", "mixer", "encoder",
-            "pvt", "decoder", "unet", "conformer", "fpn", "convnext")
-# families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's mel bins)
-SEQUENCE = ("encoder", "decoder", "conformer")
+            "pvt", "decoder", "unet", "conformer", "fpn", "convnext", "tcn", "perceiver")
+# families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's mel bins, a tcn's C_in)
+SEQUENCE = ("encoder", "decoder", "conformer", "tcn")
 MID_BATCHES, BIG_BATCHES = (4, 8, 16), (32, 64)
 
 
@@ -160,13 +166,32 @@ def arch_spec(family: str, seed: int) -> dict:
             s.update(dw_k=_pick(r, [3, 5]), expand=_pick(r, [2, 4, 6]))
         # every stage halves the map exactly, so that each top-down x2 upsample meets its lateral
         sizes = [z for z in range(256, 641, 32) if z % 2 ** (stages + 1) == 0]
-    else:  # convnext
+    elif family == "convnext":
         stages = int(r.integers(2, 5))
         s.update(stages=stages, dim=_pick(r, [32, 48, 64, 96, 128]), k=_pick(r, [3, 5, 7, 9]),
                  mlp_ratio=_pick(r, [2, 3, 4]), gelu=_pick(r, ["none", "tanh"]), grn=bool(r.random() < 0.4),
                  cf_norm=_pick(r, ["permute", "manual"]), classes=1000)
         s["depths"] = [int(r.integers(2, 7)) if i == 2 else int(r.integers(1, 4)) for i in range(stages)]
         sizes = list(range(128, 385, 32))
+    elif family == "tcn":
+        # block i dilates by 2 ** (i % (dil_exp + 1)); the widest (512, gated, kernel 7, 24 blocks, T 2048) is
+        # about 390 GFLOP at batch 1, under build_corpus's max_gflop
+        s.update(c_in=_pick(r, [40, 64, 80, 128]), proj=_pick(r, ["linear", "conv"]),
+                 width=_pick(r, [64, 96, 128, 192, 256, 384, 512]), depth=int(r.integers(6, 25)),
+                 k=int(r.integers(2, 8)), dil_exp=int(r.integers(2, 9)), pad=_pick(r, ["causal", "same"]),
+                 act=_pick(r, ["gated", "glu", "relu", "gelu"]), norm=_pick(r, ["none", "bn", "ln"]),
+                 separable=bool(r.random() < 0.4), classes=_pick(r, [10, 35, 128, 527]))
+        sizes = [64, 128, 256, 512, 768, 1024, 1536, 2048]  # time steps
+    else:  # perceiver
+        stem = _pick(r, ["patch", "conv"])
+        patch = _pick(r, [4, 8, 16] if stem == "conv" else [4, 6, 8, 12, 14, 16])  # conv: log2(patch) stride-2 convs
+        s.update(stem=stem, patch=patch, token_dim=_pick(r, [64, 128, 192, 256]),
+                 latents=_pick(r, [32, 64, 128, 256]), dim=_pick(r, [128, 192, 256, 384, 512]),
+                 cross=int(r.integers(1, 3)), cross_heads=_pick(r, [1, 2, 4, 8]),
+                 cross_attn=_pick(r, ["manual", "mha"]), depth=int(r.integers(2, 9)), heads=_pick(r, [2, 4, 8]),
+                 mlp_ratio=_pick(r, [2, 3, 4]), attn=_pick(r, ["manual", "sdpa"]), classes=1000)
+        # multiples of the patch, so that the token count (and the position embedding) is exact
+        sizes = sorted({patch * -(-z // patch) for z in range(128, 385, 32)} & set(range(128, 385)))
     s["configs"] = _configs(r, family, sizes)
     return s
 
@@ -638,6 +663,71 @@ def _modules():
                 y = self.grn(y)
             return x + (self.scale * self.fc2(y)).permute(0, 3, 1, 2)
 
+    class TCNBlock(nn.Module):
+        """A residual block over [B, C, T]: a dilated Conv1d of kernel k (depthwise then pointwise when separable;
+        2C channels out for the gated and GLU activations) padded causally (on the left) or to 'same', a norm,
+        the activation, a 1x1 Conv1d; returns (x + h, h): the residual path and the block's skip output."""
+        def __init__(self, c, k, dilation, pad, act, norm, separable):
+            super().__init__()
+            total = (k - 1) * dilation
+            pads = (total, 0) if pad == "causal" else (total // 2, total - total // 2)
+            # a symmetric pad stays in the Conv's pads; a causal or uneven one is a Pad node, as written in the wild
+            self.pads, conv_pad = (None, pads[0]) if pads[0] == pads[1] else (pads, 0)
+            cout = 2 * c if act in ("gated", "glu") else c
+            if separable:
+                self.conv = nn.Sequential(nn.Conv1d(c, c, k, 1, conv_pad, dilation, groups=c), nn.Conv1d(c, cout, 1))
+            else:
+                self.conv = nn.Conv1d(c, cout, k, 1, conv_pad, dilation)
+            self.norm = nn.BatchNorm1d(cout) if norm == "bn" else nn.LayerNorm(cout) if norm == "ln" else None
+            self.act, self.ln = act, norm == "ln"
+            self.out = nn.Conv1d(c, c, 1)
+
+        def forward(self, x):
+            y = self.conv(F.pad(x, self.pads) if self.pads is not None else x)
+            if self.norm is not None:  # LayerNorm over the channels: between two transposes
+                y = self.norm(y.transpose(1, 2)).transpose(1, 2) if self.ln else self.norm(y)
+            if self.act == "gated":  # WaveNet: tanh(filter) * sigmoid(gate)
+                a, b = y.chunk(2, 1)
+                y = torch.tanh(a) * torch.sigmoid(b)
+            elif self.act == "glu":
+                y = F.glu(y, 1)
+            else:
+                y = F.relu(y) if self.act == "relu" else F.gelu(y)
+            h = self.out(y)
+            return x + h, h
+
+    class CrossAttention(nn.Module):
+        """Queries from the latents [B, N, D], keys and values from the tokens [B, M, C] (N != M, C != D in
+        general): explicit MatMul/Softmax ('manual') or nn.MultiheadAttention with kdim = vdim = C ('mha')."""
+        def __init__(self, dim, kv_dim, heads, impl):
+            super().__init__()
+            self.h, self.impl, self.scale = heads, impl, (dim // heads) ** -0.5
+            if impl == "mha":
+                self.mha = nn.MultiheadAttention(dim, heads, kdim=kv_dim, vdim=kv_dim, batch_first=True)
+            else:
+                self.q, self.kv, self.proj = nn.Linear(dim, dim), nn.Linear(kv_dim, 2 * dim), nn.Linear(dim, dim)
+
+        def forward(self, x, t):
+            if self.impl == "mha":
+                return self.mha(x, t, t, need_weights=False)[0]
+            b, n, d = x.shape
+            q = self.q(x).reshape(b, n, self.h, d // self.h).transpose(1, 2)
+            k, v = self.kv(t).reshape(b, -1, 2, self.h, d // self.h).permute(2, 0, 3, 1, 4)
+            o = ((q @ k.transpose(-2, -1)) * self.scale).softmax(-1) @ v
+            return self.proj(o.transpose(1, 2).reshape(b, n, d))
+
+    class CrossBlock(nn.Module):
+        """Perceiver's cross-attention block: the latents attend to the tokens (a LayerNorm on each), then an
+        MLP, both residual."""
+        def __init__(self, dim, kv_dim, heads, impl, mlp_ratio):
+            super().__init__()
+            self.nq, self.nkv, self.n2 = nn.LayerNorm(dim), nn.LayerNorm(kv_dim), nn.LayerNorm(dim)
+            self.attn, self.mlp = CrossAttention(dim, kv_dim, heads, impl), Mlp(dim, dim * mlp_ratio)
+
+        def forward(self, x, t):
+            x = x + self.attn(self.nq(x), self.nkv(t))
+            return x + self.mlp(self.n2(x))
+
     return {k: v for k, v in locals().items() if isinstance(v, type)}
 
 
@@ -685,6 +775,10 @@ def _build(spec: dict, size: int, M: dict, g):
         model = _build_fpn(spec, M)
     elif fam == "convnext":
         model = _build_convnext(spec, M)
+    elif fam == "tcn":
+        model = _build_tcn(spec, M)
+    elif fam == "perceiver":
+        model = _build_perceiver(spec, size, M)
     elif fam == "torchvision":
         from model_zoo.torchvision_exporter import build_torch_model
         return build_torch_model(spec["arch"], size)
@@ -981,15 +1075,80 @@ def _build_convnext(s, M):
     return nn.Sequential(*layers)
 
 
+def _build_tcn(s, M):
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class TCN(nn.Module):
+        """[B, T, C_in] -> a Linear or 1x1 Conv1d to the width -> residual blocks over [B, C, T] whose skip outputs
+        are summed -> ReLU, mean over time, Linear."""
+        def __init__(self):
+            super().__init__()
+            c = s["width"]
+            self.proj = nn.Linear(s["c_in"], c) if s["proj"] == "linear" else nn.Conv1d(s["c_in"], c, 1)
+            self.blocks = nn.ModuleList([M["TCNBlock"](c, s["k"], 2 ** (i % (s["dil_exp"] + 1)), s["pad"], s["act"],
+                                                       s["norm"], s["separable"]) for i in range(s["depth"])])
+            self.head = nn.Linear(c, s["classes"])
+
+        def forward(self, x):
+            x = self.proj(x).transpose(1, 2) if s["proj"] == "linear" else self.proj(x.transpose(1, 2))
+            skip = None
+            for blk in self.blocks:
+                x, h = blk(x)
+                skip = h if skip is None else skip + h
+            return self.head(F.relu(skip).mean(2))
+    return TCN()
+
+
+def _build_perceiver(s, size, M):
+    import torch
+    import torch.nn as nn
+
+    class Perceiver(nn.Module):
+        """Image -> tokens [B, M, C] (+ learned positions); latents [B, N, D] cross-attend to them before the
+        first latent block (and, with 2 cross blocks, again halfway, as Perceiver repeats it) -> LayerNorm, mean
+        over the latents, Linear."""
+        def __init__(self):
+            super().__init__()
+            c, d, p = s["token_dim"], s["dim"], s["patch"]
+            if s["stem"] == "patch":
+                self.stem = nn.Conv2d(3, c, p, p)
+            else:  # log2(patch) stride-2 3x3 conv-BN-ReLU, widths doubling up to the token width
+                n = p.bit_length() - 1
+                ws = [max(c >> (n - 1 - i), 16) for i in range(n)]
+                self.stem = nn.Sequential(*[_conv_bn(ws[i - 1] if i else 3, ws[i], 3, 2) for i in range(n)])
+            self.pos = nn.Parameter(torch.randn(1, (size // p) ** 2, c) * 0.02)
+            # 2-D so that the generator's weight scaling (1 / sqrt of a row) leaves it well above LayerNorm's eps
+            self.latents = nn.Parameter(torch.randn(s["latents"], d))
+            self.cross = nn.ModuleList([M["CrossBlock"](d, c, s["cross_heads"], s["cross_attn"], s["mlp_ratio"])
+                                        for _ in range(s["cross"])])
+            self.blocks = nn.ModuleList([M["Block"](d, s["heads"], s["mlp_ratio"], s["attn"])
+                                         for _ in range(s["depth"])])
+            self.norm, self.head = nn.LayerNorm(d), nn.Linear(d, s["classes"])
+
+        def forward(self, x):
+            t = self.stem(x).flatten(2).transpose(1, 2) + self.pos
+            # clone: a view of a parameter made under no_grad still requires grad, and the flop counter's module
+            # hooks refuse it as a module's input (the export is one Expand either way)
+            z = self.latents.expand(x.shape[0], -1, -1).clone()
+            for i, blk in enumerate(self.blocks):
+                if i == 0 or (len(self.cross) == 2 and i == len(self.blocks) // 2):
+                    z = self.cross[0 if i == 0 else 1](z, t)
+                z = blk(z)
+            return self.head(self.norm(z).mean(1))
+    return Perceiver()
+
+
 def input_shape(spec: dict, batch: int, size: int) -> tuple:
-    if spec["family"] in SEQUENCE:  # [B, S, F]: F is a conformer's mel bins, else the model's width
-        return (batch, size, spec["mels"] if spec["family"] == "conformer" else spec["dim"])
+    if spec["family"] in SEQUENCE:  # [B, S, F]: F is a conformer's mel bins, a tcn's C_in, else the model's width
+        f = {"conformer": "mels", "tcn": "c_in"}.get(spec["family"], "dim")
+        return (batch, size, spec[f])
     return (batch, 3, size, size)
 
 
 def file_stem(spec: dict, batch: int, size: int) -> str:
     """<arch>_bs<B>_<H>x<W>; an encoder's or decoder's 'H x W' is sequence x width, a conformer's frames x mel
-    bins."""
+    bins, a tcn's time steps x input channels."""
     shape = input_shape(spec, batch, size)
     return Path(paths.model_file(spec["arch"], batch, shape[-2], shape[-1])).stem
 

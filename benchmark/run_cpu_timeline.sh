@@ -15,7 +15,7 @@
 #   [ -e /tmp/job/DONE ] || PACK_ONLY=1 bash benchmark/run_cpu_timeline.sh /tmp/job; cp /tmp/job/out/* $OUT/
 # Resumable with the same HASE_HOME (exports, records, sessions and kernels already made are skipped); after
 # every stage what is done is packed into JOB/out/ (<= 8 files: trace tables gzipped, records.tar, kernels.csv.gz,
-# meta.tar.gz with configs/throughput/lscpu, log.txt).
+# meta.tar.gz with configs/throughput/lscpu and the processes' calibration.json (issue 23), log.txt).
 # Env: THREADS (8), SESSIONS (3), BATCHES ("1 8"), RES (224), JOBS (4 parallel exports/analyses), KERNELS (1),
 #      KPER (sampler's n_per_type, 12), KFLOPS (sampler's limits.max_flops, 2000000000: an integer, YAML reads 2e9 as text), DEADLINE_S (480: the kernel stage gets what is left),
 #      ZOO_ARCHS / OUTSIDE_ARCHS (space-separated, to run a smaller set: a local check).
@@ -67,6 +67,7 @@ pack() {
   lscpu > "$JOB/lscpu.txt" 2>/dev/null
   tar czf "$JOB/out/meta.tar.gz" -C "$HASE_HOME" --ignore-failed-read \
     $(cd "$HASE_HOME" && ls -d benchmark/results/cpu-*/timeline/trace_config_*.json benchmark/results/cpu-*/timeline/traces \
+      benchmark/results/cpu-*/timeline/calibration.json \
       benchmark/results/cpu-*/kernel_space/throughput.json benchmark/results/cpu-*/kernel_space/resolved_config.json \
       ort_analysis/ort_kernel_record/sampled/kspace_s0.cpu.json 2>/dev/null) -C "$JOB" lscpu.txt 2>/dev/null
   cp "$JOB/log.txt" "$JOB/out/" 2>/dev/null

@@ -293,11 +293,16 @@ class Predictor:
             if isinstance(calibration, (str, Path)):
                 from benchmark.host_calibration import load_profile
                 calibration = load_profile(calibration)
-            scale, cw = mc.host_scale(model, calibration)
+            if (model.get("gpu_table") or {}).get("key") == "cpu":   # CPU EP: lines, per-node and fixed terms
+                scales, cw = mc.cpu_scales(model, calibration)
+                model = mc.calibrated_cpu_model(model, scales)
+                info = dict(info, cpu_scales=scales)
+            else:
+                scale, cw = mc.host_scale(model, calibration)
+                model = dict(model, params=mc.calibrated_params(model["params"], scale))
+                info = dict(info, host_scale=scale)
             if cw:
                 warns.append(cw)
-            model = dict(model, params=mc.calibrated_params(model["params"], scale))
-            info = dict(info, host_scale=scale)
         if self.model is None:   # no timeline model: the plain Σ in ORT's order
             if self.predictor is None:
                 raise HaseError(self._missing_message())
@@ -308,10 +313,10 @@ class Predictor:
             warns += sorted({str(c.message) for c in caught})
             res["idle_ms"] = idle
         else:
-            prep = self.prepared(record) if self.predictor is not None else None
-            if prep is None:   # a table timeline (no kernel predictor): prepare without kernel times
+            prep = self.prepared(record) if self.predictor is not None and "cpu_scales" not in model else None
+            if prep is None:   # a table timeline (no kernel predictor, or CPU lines scaled): prepare without kernel times
                 from inference.timeline_model import prepared as tm_prepared
-                prep = tm_prepared(record, {k["id"]: 0.0 for k in record["kernels"]}, self.model)
+                prep = tm_prepared(record, {k["id"]: 0.0 for k in record["kernels"]}, model)
                 prep.update(kernel_ms={k["id"]: 0.0 for k in record["kernels"]}, standalone_sum_ms=0.0, unseen_types=[])
             try:
                 res = predict_record(record, self.predictor, ld, model, opts, prep=prep)

@@ -51,7 +51,8 @@ def predict_parser() -> argparse.ArgumentParser:
     src.add_argument("--metrics-file", type=Path, help="JSON {DCGM field: value} of the GPU's background load")
     src.add_argument("--prometheus", metavar="URL", help="read the load from Prometheus (e.g. http://host:9090)")
     p.add_argument("--calibration", type=Path, help="host calibration profile of the target node "
-                   "(benchmark/host_calibration.py --set out=F): host dispatch scaled by it")
+                   "(benchmark/host_calibration.py --set out=F): host dispatch scaled by it; on the CPU EP also the "
+                   "compute lines, at the same thread count")
     p.add_argument("--selector", help="Prometheus label selector of the GPU (default: inference/config.yaml's)")
     p.add_argument("--json", type=Path, help="write the prediction (all fields, per-node breakdown) here")
     p.add_argument("--trace", type=Path, help="write the predicted timeline as a Chrome trace (ui.perfetto.dev)")

@@ -16,6 +16,9 @@ Every term is measured, on the training architectures only (benchmark/run_cpu_ti
                  (plain wall - Σ ORT-profiled node times) = c0_us + per_node_us * nodes, by non-negative least
                  squares on relative error over the training models
   spread         quantiles of each session's wall over its model's median (training sessions): p10/p90
+  calibration_ref  the training processes' CPU speed (calibration.json beside the sessions: trace_run runs
+                 benchmark/host_calibration.py in its process): a target CPU's calibration scales the lines, the
+                 per-node term and c0 by it (inference/machine_calibration.cpu_scales; issue 23 item 5)
 The thread count is part of the model: every session must have been measured with `threads` (a one-line error
 names the table otherwise), and a prediction is for that count.
 Labels: per model the median over all sessions (every machine), p10/p90 across sessions beside it.
@@ -30,6 +33,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from graph_model.dag_critical_path import load_records  # noqa: E402
+from inference import machine_calibration as mc  # noqa: E402
 from inference import timeline_model as tm  # noqa: E402
 from inference.fit_measured_timeline import ZOO, gpu_table  # noqa: E402
 from utils import paths  # noqa: E402
@@ -67,6 +71,16 @@ def read_tables(dirs: list, threads: int) -> tuple:
         if not (np.isfinite(v) & (v > 0)).all():
             raise HaseError(f"column '{col}': not a positive number in every session", dirs[0] / "trace_sessions.csv.gz")
     return s, n
+
+
+def calibration_profiles(dirs: list) -> list:
+    """Every process's calibration profile in the timeline folders (calibration.json: {process: profile})."""
+    out = []
+    for d in dirs:
+        p = Path(d) / "calibration.json"
+        if p.exists():
+            out += [v for v in paths.read_json(p, "calibration profiles").values() if isinstance(v, dict)]
+    return out
 
 
 def labels(sessions: pd.DataFrame, q: tuple) -> pd.DataFrame:
@@ -146,7 +160,8 @@ def model_json(terms: dict, spread_: list, cfg: dict, train: list, table: dict, 
          "params": dict(tm.DEFAULT_PARAMS, c0_us=terms["c0_us"], kappa=1.0, overhead_us=0.0, copy_scale=0.0),
          "threads": int(cfg["threads"]), "node_source": source, "predictor_dir": paths.portable(pdir) if pdir else "",
          "measured": {**terms, "spread_session": spread_, "train_models": train},
-         "load_params": "not measured on CPU EP here: alpha 0 (idle only)", "fitted": [], "at_bounds": []}
+         "load_params": "not measured on CPU EP here: alpha 0 (idle only)", "fitted": [], "at_bounds": [],
+         "calibration_ref": cfg.get("_calibration_ref") or {}}
     if source == "lines":
         m["gpu_table"] = table
     return m
@@ -165,6 +180,11 @@ def main() -> int:
     q = tuple(float(x) for x in cfg["spread_quantiles"])
     sessions, nodes = read_tables(paths.expand_globs(cfg["timeline_dirs"]), cfg["threads"])
     models = sorted(sessions["model"].unique())
+    cfg["_calibration_ref"] = mc.cpu_reference(calibration_profiles(paths.expand_globs(cfg["timeline_dirs"])),
+                                               cfg["threads"])
+    if not cfg["_calibration_ref"]:
+        log.warning("no calibration profile at %d threads beside the sessions: the model cannot be scaled to "
+                    "another CPU", cfg["threads"])
     records = read_records(cfg["records"], models)
     train = [m for m in models if paths.model_arch(m) in set(cfg["train_archs"])]
     if not train:
@@ -249,7 +269,7 @@ def main() -> int:
         tm.save(models_json[s], out / f"timeline_model_{s}.json")
     paths.atomic_write_text(out / "cases.csv", cases.to_csv(index=False, float_format="%.5g"))
     paths.atomic_write_text(out / "summary.json", json.dumps(summary, indent=1, default=float) + "\n")
-    save_resolved(cfg, out)
+    save_resolved({k: v for k, v in cfg.items() if not k.startswith("_")}, out)
     for k, v in splits.items():
         log.info("%s: e2e MAPE %.1f%% (±10%%: %.0f%%), Σnode MAPE %.1f%%, label in p10-p90 %.0f%%; %s", k,
                  v["e2e"]["mape_pct"], v["e2e"]["within_10pct"], v["node_sum"]["mape_pct"], v["label_in_p10_p90_pct"],

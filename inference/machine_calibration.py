@@ -102,3 +102,81 @@ def from_prometheus(pcfg: dict):
     age = got.get("HASE_CALIB_AGE_S")
     return {"host_index_us": got["HASE_CALIB_HOST_INDEX_US"],
             "time_unix": time.time() - age if age is not None else None}
+
+
+# ---- CPU EP (issue 23 item 5): a CPU timeline built on other CPUs, used on this one
+# On the CPU EP a node's time is its compute on MLAS at the session's thread count, so the timeline's per-class lines
+# (a_us + us_per_gflop * GFLOP + us_per_mb * MB, fit_cpu_timeline) move with the target's throughput: the GFLOP
+# term by its conv or matmul rate (the class's kind of kernel), the MB term by its memory rate (a 4M-element Add),
+# the per-node term, a_us and session.run's fixed cost by its per-node dispatch (the host chains). Each ratio is
+# target / training reference, both measured by benchmark/host_calibration.py at the model's thread count.
+CPU_RATES = ("conv_gflops", "matmul_gflops", "add_gbps")
+MATMUL_TYPES = ("MatMul", "Gemm", "FusedMatMul", "FusedGemm", "MatMulNBits", "Attention", "MultiHeadAttention",
+                "QuickGelu", "BiasGelu")   # the last ones are GEMM-adjacent fusions whose FLOPs a record counts as GEMM work
+
+
+def _rate_of_key(key: str) -> str:
+    """Which throughput a CPU class's FLOP term moves with: conv (direct / NCHWc / im2col) or GEMM."""
+    base = key.split("+")[0].split("/")[0]
+    return "matmul_gflops" if base in MATMUL_TYPES else "conv_gflops"
+
+
+def cpu_reference(profiles: list, threads: int) -> dict:
+    """The training processes' CPU speed: medians of host_index_us and each compute rate over calibration profiles
+    measured at `threads` (others are not the model's); {} when none."""
+    ok = [p for p in profiles if p.get("device") == "cpu" and int(p.get("threads") or 0) == int(threads)
+          and all(isinstance((p.get("compute") or {}).get(k), (int, float)) for k in CPU_RATES)]
+    if not ok:
+        return {}
+    out = {"host_index_us": float(np.median([p["host_index_us"] for p in ok])), "threads": int(threads),
+           "processes": len(ok), "cpus": sorted({(p.get("provenance") or {}).get("cpu", "") for p in ok})}
+    out.update({k: float(np.median([p["compute"][k] for p in ok])) for k in CPU_RATES})
+    return out
+
+
+def cpu_scales(model: dict, target, now: float = None, max_age_s: float = MAX_AGE_S) -> tuple:
+    """({'host', 'conv_gflops', 'matmul_gflops', 'add_gbps'}: time multipliers, warning or None) for a CPU timeline
+    on the node `target` (a CPU Calibration or its dict). Missing, stale, other-thread-count or out-of-range: all 1
+    and a warning naming the field."""
+    ones = {"host": 1.0, **{k: 1.0 for k in CPU_RATES}}
+    ref = model.get("calibration_ref") or {}
+    if target is None:
+        return ones, None
+    if not all(ref.get(k) for k in ("host_index_us", *CPU_RATES)):
+        return ones, "CPU timeline model has no 'calibration_ref' with compute rates (fitted on uncalibrated sessions): not scaled"
+    d = target if isinstance(target, dict) else target.to_dict()
+    when = d.get("time_unix")
+    if when is not None and ((now if now is not None else time.time()) - float(when)) > max_age_s:
+        return ones, f"calibration field 'time_unix' is older than {max_age_s / 3600:.0f} h: not scaled"
+    if int(d.get("threads") or 0) != int(model.get("threads") or 0):
+        return ones, (f"calibration field 'threads' is {d.get('threads')}, the CPU timeline is for "
+                      f"{model.get('threads')} intra-op threads: not scaled (calibrate with --set threads=...)")
+    comp = d.get("compute") or {}
+    out = {}
+    for k, key, inverse in (("host", "host_index_us", False), *((r, r, True) for r in CPU_RATES)):
+        v = d.get(key) if k == "host" else comp.get(key)
+        if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            return ones, f"calibration field '{key}' is {v!r}, not a positive number: not scaled"
+        s = float(ref[key]) / v if inverse else v / float(ref[key])   # a slower target: > 1
+        if not CPU_SCALE_RANGE[0] <= s <= CPU_SCALE_RANGE[1]:
+            return ones, (f"calibration field '{key}' {v:.3g} is {s:.2f}x the reference's time, outside "
+                          f"{CPU_SCALE_RANGE}: not scaled")
+        out[k] = s
+    return out, None
+
+
+CPU_SCALE_RANGE = (0.1, 10.0)   # CPUs differ far more than hosts of one GPU kind (cores, SIMD width, threads)
+
+
+def calibrated_cpu_model(model: dict, scales: dict) -> dict:
+    """A CPU timeline with its lines, per-node term and fixed cost scaled to the target's speed."""
+    t = model["gpu_table"]
+
+    def line(c, key=None):
+        flop = scales[_rate_of_key(key)] if key else scales["conv_gflops"] ** 0.5 * scales["matmul_gflops"] ** 0.5
+        return [c[0] * scales["host"], c[1] * flop, c[2] * scales["add_gbps"]]
+    table = dict(t, by_key={k: line(c, k) for k, c in t["by_key"].items()},
+                 by_category={k: line(c) for k, c in t.get("by_category", {}).items()}, default=line(t["default"]))
+    ht = dict(model["host_table"], default_us=float(model["host_table"]["default_us"]) * scales["host"])
+    p = dict(model["params"], c0_us=float(model["params"].get("c0_us", 0.0)) * scales["host"])
+    return dict(model, gpu_table=table, host_table=ht, params=p, cpu_scales=dict(scales))

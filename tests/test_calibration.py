@@ -183,3 +183,59 @@ def test_band_widens_to_the_out_of_fold_residuals():
     assert r1["p90"] == pytest.approx(r0["central"] * math.exp(0.15))
     r2 = tm.with_spread(prep, params, idle, dict(narrow, residual_log_q=[-0.001, 0.001]), True)
     assert r2["p10"] == pytest.approx(r0["p10"]) and r2["p90"] == pytest.approx(r0["p90"])   # the wider one wins
+
+
+def _cpu_model(threads=2) -> dict:
+    """A CPU timeline (fit_cpu_timeline's format) with one line per class and a training reference."""
+    table = {"key": "cpu", "by_key": {"Conv": [2.0, 100.0, 0.0], "MatMul": [2.0, 50.0, 0.0], "Add": [1.0, 0.0, 20.0]},
+             "by_category": {}, "default": [1.0, 80.0, 10.0]}
+    return {"gpu_table": table, "threads": threads, "host_table": {"default_us": 3.0, "by_op_us": {}, "by_category_us": {}},
+            "params": dict(tm.DEFAULT_PARAMS, c0_us=40.0, kappa=1.0, overhead_us=0.0, copy_scale=0.0),
+            "gpu_floor_frac": 0.0, "calibration_ref": {"host_index_us": 2.0, "conv_gflops": 100.0,
+                                                       "matmul_gflops": 200.0, "add_gbps": 10.0, "threads": threads}}
+
+
+def _cpu_record(kind: str, n: int = 20) -> dict:
+    k = {"conv": {"type": "Conv", "op_type": "Conv", "flops": 2e9, "bytes_read": 1e5, "bytes_written": 1e5},
+         "tiny": {"type": "Add", "op_type": "Add", "flops": 1e3, "bytes_read": 1e3, "bytes_written": 1e3}}[kind]
+    return {"device": "cpu", "kernels": [dict(k, id=str(i), node_name=f"n{i}", ep="CPUExecutionProvider")
+                                         for i in range(n)]}
+
+
+def test_a_cpu_timeline_follows_the_target_cpus_calibration():
+    model = _cpu_model()
+    ref = model["calibration_ref"]
+    slow_compute = {"device": "cpu", "threads": 2, "host_index_us": ref["host_index_us"], "time_unix": time.time(),
+                    "compute": {"conv_gflops": 50.0, "matmul_gflops": 100.0, "add_gbps": 10.0}}
+    scales, warn = mc.cpu_scales(model, slow_compute)
+    assert warn is None and scales["conv_gflops"] == pytest.approx(2.0) and scales["host"] == pytest.approx(1.0)
+    idle = {"u": 0.0, "clock_ratio": 1.0, "wait_us": 0.0}
+
+    def run(rec, m):
+        return tm.with_spread(tm.prepared(rec, {}, m), m["params"], idle, None, True)["central"]
+    conv, tiny = _cpu_record("conv"), _cpu_record("tiny")
+    scaled = mc.calibrated_cpu_model(model, scales)
+    assert run(conv, scaled) == pytest.approx(2.0 * run(conv, model), rel=0.05)   # compute-bound: twice as slow
+    assert run(tiny, scaled) == pytest.approx(run(tiny, model), rel=0.01)         # dispatch-bound: unchanged
+    # a host twice as slow, compute as the reference's: the dispatch-bound model slows, the compute-bound one barely
+    slow_host = dict(slow_compute, host_index_us=4.0, compute={k: ref[k] for k in mc.CPU_RATES})
+    s2, _ = mc.cpu_scales(model, slow_host)
+    assert run(tiny, mc.calibrated_cpu_model(model, s2)) > 1.8 * run(tiny, model)
+    assert run(conv, mc.calibrated_cpu_model(model, s2)) < 1.05 * run(conv, model)
+    # another thread count, no reference, a stale profile: unscaled, one warning naming the field
+    for target, field in ((dict(slow_compute, threads=8), "'threads'"),
+                          (dict(slow_compute, time_unix=time.time() - 30 * 86400), "'time_unix'"),
+                          (dict(slow_compute, compute={"conv_gflops": 50.0}), "'matmul_gflops'")):
+        s, w = mc.cpu_scales(model, target)
+        assert set(s.values()) == {1.0} and field in w
+    s, w = mc.cpu_scales(dict(model, calibration_ref={}), slow_compute)
+    assert set(s.values()) == {1.0} and "calibration_ref" in w
+
+
+def test_cpu_reference_takes_the_models_thread_count_only():
+    prof = {"device": "cpu", "host_index_us": 2.0, "provenance": {"cpu": "x"},
+            "compute": {"conv_gflops": 10.0, "matmul_gflops": 20.0, "add_gbps": 5.0}}
+    ref = mc.cpu_reference([dict(prof, threads=2), dict(prof, threads=2, host_index_us=4.0),
+                            dict(prof, threads=8, host_index_us=100.0)], 2)
+    assert ref["processes"] == 2 and ref["host_index_us"] == pytest.approx(3.0) and ref["conv_gflops"] == 10.0
+    assert mc.cpu_reference([dict(prof, threads=8)], 2) == {}

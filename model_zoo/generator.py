@@ -35,6 +35,9 @@ same configs on any machine. Families (each with its own parameter ranges, FAMIL
   perceiver    Perceiver over an image: patch or conv stem to tokens + learned positions, a learned latent array
                (32-256 x 128-512) that cross-attends to the tokens 1-2 times (manual or nn.MultiheadAttention),
                2-8 pre-norm latent self-attention blocks, mean over the latents
+  dense        densely connected CNNs: DenseNet (BN-act-conv bottleneck layers, each output concatenated to all
+               before it; BN-conv1x1 + avg-pool transitions) or VoVNet (3-5 conv3x3, optionally depthwise-separable,
+               concatenated once per block, a 1x1 conv, optional effective-SE with HardSigmoid; max-pool between)
 Configs: batch 1 always, one batch of 4-16 and one of 32-64, each at a size the family allows; a config whose
 forward pass exceeds `max_gflop` is run at a smaller batch (so one run stays under ~30 ms on an H200).
 
@@ -51,10 +54,10 @@ import numpy as np  # noqa: E402
 from utils import paths  # noqa: E402
 from utils.errors import HaseError  # noqa: E402
 
-CNN = ("cnn_plain", "cnn_mobile", "cnn_grouped")  # _build_cnn builds these (unet, fpn, convnext, tcn: CNNs built apart)
+CNN = ("cnn_plain", "cnn_mobile", "cnn_grouped")  # _build_cnn builds these (unet, fpn, convnext, tcn, dense: CNNs built apart)
 # new families go at the end: a family's index seeds its specs and weights, so appending keeps the others' as they are
 FAMILIES = ("cnn_plain", "cnn_mobile", "cnn_grouped", "vit", "swin", "hybrid", "mixer", "encoder",
-            "pvt", "decoder", "unet", "conformer", "fpn", "convnext", "tcn", "perceiver")
+            "pvt", "decoder", "unet", "conformer", "fpn", "convnext", "tcn", "perceiver", "dense")
 # families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's mel bins, a tcn's C_in)
 SEQUENCE = ("encoder", "decoder", "conformer", "tcn")
 MID_BATCHES, BIG_BATCHES = (4, 8, 16), (32, 64)
@@ -166,6 +169,19 @@ def arch_spec(family: str, seed: int) -> dict:
             s.update(dw_k=_pick(r, [3, 5]), expand=_pick(r, [2, 4, 6]))
         # every stage halves the map exactly, so that each top-down x2 upsample meets its lateral
         sizes = [z for z in range(256, 641, 32) if z % 2 ** (stages + 1) == 0]
+    elif family == "dense":
+        s.update(kind=_pick(r, ["densenet", "vovnet"]), act=_pick(r, ["relu", "silu", "hardswish"]),
+                 classes=_pick(r, [10, 100, 1000]))
+        if s["kind"] == "densenet":
+            s.update(stem_k=_pick(r, [3, 7]), stem_pool=bool(r.random() < 0.6), growth=_pick(r, [12, 16, 24, 32, 48]),
+                     bottleneck=_pick(r, [2, 3, 4]), compression=_pick(r, [0.5, 0.75, 1.0]))
+            s["depths"] = [int(r.integers(3, 17)) for _ in range(int(r.integers(3, 5)))]
+        else:
+            s.update(stem_w=_pick(r, [32, 48, 64]), stage_w=_pick(r, [32, 48, 64, 96, 128]),
+                     concat_w=_pick(r, [64, 128, 192, 256]), layers=int(r.integers(3, 6)), dw=bool(r.random() < 0.3),
+                     ese=bool(r.random() < 0.6))
+            s["depths"] = [int(r.integers(1, 3)) for _ in range(int(r.integers(3, 5)))]
+        sizes = [128, 160, 192, 224, 256, 288, 320]
     elif family == "convnext":
         stages = int(r.integers(2, 5))
         s.update(stages=stages, dim=_pick(r, [32, 48, 64, 96, 128]), k=_pick(r, [3, 5, 7, 9]),
@@ -727,6 +743,49 @@ def _modules():
         def forward(self, x, t):
             x = x + self.attn(self.nq(x), self.nkv(t))
             return x + self.mlp(self.n2(x))
+    class DenseBlock(nn.Module):
+        """DenseNet's block: each layer BN-act-conv1x1 (to bottleneck x growth) then BN-act-conv3x3 (to growth),
+        its output concatenated to the features so far; [B, C, H, W] -> [B, C + layers x growth, H, W]."""
+        def __init__(self, cin, layers, growth, bottleneck, act):
+            super().__init__()
+
+            def bn_act_conv(ci, co, k):  # pre-activation: the BN after a Concat stays a node of its own
+                return nn.Sequential(nn.BatchNorm2d(ci), _act(act), nn.Conv2d(ci, co, k, 1, k // 2, bias=False))
+            mid = bottleneck * growth
+            self.layers = nn.ModuleList([nn.Sequential(bn_act_conv(cin + i * growth, mid, 1),
+                                                       bn_act_conv(mid, growth, 3)) for i in range(layers)])
+
+        def forward(self, x):
+            for layer in self.layers:  # a growing running concat: one 2-input Concat per layer
+                x = torch.cat([x, layer(x)], 1)
+            return x
+
+    class OSABlock(nn.Module):
+        """VoVNet's one-shot aggregation: n conv3x3-BN-act in a chain (depthwise-separable: dw 3x3 + pw 1x1-BN-act,
+        after a 1x1 reduction when the width changes), the input and every output concatenated once, a 1x1
+        conv-BN-act to cout, optionally effective-SE (global pool, 1x1 conv, HardSigmoid, Mul)."""
+        def __init__(self, cin, width, cout, n, dw, ese, act):
+            super().__init__()
+            self.reduce = _conv_bn(cin, width, 1, act=act) if dw and cin != width else None
+            c, convs = width if self.reduce is not None else cin, []
+            for _ in range(n):
+                convs.append(nn.Sequential(nn.Conv2d(c, c, 3, 1, 1, groups=c, bias=False),
+                                           _conv_bn(c, width, 1, act=act)) if dw else _conv_bn(c, width, 3, act=act))
+                c = width
+            self.convs = nn.ModuleList(convs)
+            self.concat = _conv_bn(cin + n * width, cout, 1, act=act)
+            self.ese = nn.Conv2d(cout, cout, 1) if ese else None
+
+        def forward(self, x):
+            outs = [x]
+            y = self.reduce(x) if self.reduce is not None else x
+            for conv in self.convs:
+                y = conv(y)
+                outs.append(y)
+            y = self.concat(torch.cat(outs, 1))
+            if self.ese is not None:
+                y = y * F.hardsigmoid(self.ese(y.mean((2, 3), keepdim=True)))
+            return y
 
     return {k: v for k, v in locals().items() if isinstance(v, type)}
 
@@ -779,6 +838,8 @@ def _build(spec: dict, size: int, M: dict, g):
         model = _build_tcn(spec, M)
     elif fam == "perceiver":
         model = _build_perceiver(spec, size, M)
+    elif fam == "dense":
+        model = _build_dense(spec, M)
     elif fam == "torchvision":
         from model_zoo.torchvision_exporter import build_torch_model
         return build_torch_model(spec["arch"], size)
@@ -1137,6 +1198,35 @@ def _build_perceiver(s, size, M):
                 z = blk(z)
             return self.head(self.norm(z).mean(1))
     return Perceiver()
+def _build_dense(s, M):
+    import torch.nn as nn
+    act = s["act"]
+    if s["kind"] == "densenet":
+        c = 2 * s["growth"]  # DenseNet's stem width
+        layers = [_conv_bn(3, c, s["stem_k"], 2, act=act)]
+        if s["stem_pool"]:
+            layers.append(nn.MaxPool2d(3, 2, 1))
+        for i, n in enumerate(s["depths"]):
+            if i:  # transition: BN, a 1x1 conv compressing the concatenated width, 2x2 average pool
+                cout = int(c * s["compression"])
+                layers += [nn.BatchNorm2d(c), nn.Conv2d(c, cout, 1, bias=False), nn.AvgPool2d(2, 2)]
+                c = cout
+            layers.append(M["DenseBlock"](c, n, s["growth"], s["bottleneck"], act))
+            c += n * s["growth"]
+        layers += [nn.BatchNorm2d(c), _act(act)]  # pre-activation layers leave the last block's output un-normalised
+    else:
+        w = s["stem_w"]
+        layers = [_conv_bn(3, w, 3, 2, act=act), _conv_bn(w, w, 3, act=act), _conv_bn(w, 2 * w, 3, 2, act=act)]
+        c = 2 * w
+        for i, n in enumerate(s["depths"]):
+            if i:
+                layers.append(nn.MaxPool2d(3, 2, ceil_mode=True))
+            width, cout = (s["stage_w"] * (4 + i) // 32) * 8, s["concat_w"] * (i + 1)  # widths grow as VoVNet-39's
+            for _ in range(n):
+                layers.append(M["OSABlock"](c, width, cout, s["layers"], s["dw"], s["ese"], act))
+                c = cout
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, s["classes"])]
+    return nn.Sequential(*layers)
 
 
 def input_shape(spec: dict, batch: int, size: int) -> tuple:

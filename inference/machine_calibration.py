@@ -18,7 +18,7 @@ training sessions: 0.61, correlation 0.57); 1 where it cannot be fitted.
 Scaled: per-node host dispatch (the timeline's `kappa`) and session.run's fixed cost (`c0_us`). GPU time and
 copies are not. A missing or stale calibration, or a model without a reference, gives the uncalibrated
 prediction and a warning naming the field. The measured effect, per machine, is in
-inference/results/nvidia-h200/machines/ (inference/score_exam.py's by-machine section).
+inference/results/<gpu>/exam_v3/machines/ (inference/score_exam.py's by-machine section).
 """
 import math
 import time

@@ -24,7 +24,9 @@ NAMED_CNN = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide
              "shufflenet_v2_x2_0", "squeezenet1_1", "mnasnet1_0", "mnasnet0_5", "googlenet", "resnext50_32x4d",
              "regnet_x_400mf", "regnet_y_800mf", "efficientnet_b3",
              "convnext_small", "shufflenet_v2_x1_5", "resnext101_32x8d", "regnet_y_1_6gf", "efficientnet_b2",
-             "mnasnet1_3", "timm-resnest14d", "timm-dla34", "timm-repvit_m1", "timm-ghostnet_100", "timm-rexnet_100", "timm-tinynet_a", "timm-mobileone_s0"}
+             "mnasnet1_3", "timm-resnest14d", "timm-dla34", "timm-repvit_m1", "timm-ghostnet_100", "timm-rexnet_100", "timm-tinynet_a", "timm-mobileone_s0",
+             "regnet_x_1_6gf", "densenet201", "inception_v3", "vgg13", "timm-hgnetv2_b0", "timm-ese_vovnet19b_dw",
+             "timm-res2net50_26w_4s", "timm-mixnet_s", "timm-inception_next_tiny"}
 
 
 @dataclass

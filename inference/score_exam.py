@@ -35,7 +35,7 @@ from utils.metrics import accuracy  # noqa: E402
 DEFAULTS = {"timeline_model": "inference/results/nvidia-h200/corpus/timeline_model.json", "predictor_dir": "",
             "baselines": {}, "timeline_dirs": ["benchmark/results/nvidia-h200/corpus/machine_*"],
             "records": "ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz",
-            "frozen_commit": "fa77db3", "gpu_minutes": 42.0, "algo": "EXHAUSTIVE", "spread_quantiles": [0.1, 0.9],
+            "frozen_commit": "f63163b", "gpu_minutes": 0.0, "algo": "EXHAUSTIVE", "spread_quantiles": [0.1, 0.9],
             "out": "inference/results/nvidia-h200/exam"}
 
 

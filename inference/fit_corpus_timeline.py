@@ -10,7 +10,10 @@ architectures are refused here, before anything is read about them):
                        run cost, the output copy; intercepts = session.run's fixed cost
   spread               the per-session quantiles of host and copy terms over each model's median, widened to the
                        out-of-fold residual quantiles (split-conformal: the model's own error on unseen architectures)
-  calibration_ref      the training processes' host speed (inference/machine_calibration.py)
+  calibration_ref      the training processes' host speed (inference/machine_calibration.py); with
+                       `host_relative_to_calibration`, every session's node dispatch is first brought to that speed
+                       ((reference / the session's calibration) ^ elasticity), so machines and host states measured
+                       slow or fast do not teach the trees their offset (issue 23 item 2)
 The timeline itself (launches, an idle stream, overlap) is inference/timeline_model.py's, unchanged.
 
 Before the final fit, the node model is judged out of fold on the training split, grouped by architecture
@@ -43,7 +46,8 @@ DEFAULTS = {"timeline_dirs": ["benchmark/results/nvidia-h200/corpus/machine_*"],
             "records": "ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz",
             "load_params_from": "inference/results/nvidia-h200/interference/timeline_model.json",
             "algo": "EXHAUSTIVE", "dispatch_bound_idle_frac": 0.5, "spread_quantiles": [0.1, 0.9],
-            "cv_folds": 5, "xgboost": {}, "out": "inference/results/nvidia-h200/corpus"}
+            "cv_folds": 5, "xgboost": {}, "host_relative_to_calibration": True,
+            "out": "inference/results/nvidia-h200/corpus"}
 
 
 def split_sessions(timeline_dirs, algo: str, archs) -> tuple:
@@ -56,6 +60,23 @@ def split_sessions(timeline_dirs, algo: str, archs) -> tuple:
     keep_s = (sessions["cudnn_conv_algo_search"] == algo) & sessions["model"].isin(models)
     keep_n = (nodes["cudnn_conv_algo_search"] == algo) & nodes["model"].isin(models)
     return sessions[keep_s], nodes[keep_n], models, dirs
+
+
+def at_reference_speed(nodes: pd.DataFrame, sessions: pd.DataFrame, ref: dict, launch_cost_us: float) -> tuple:
+    """(nodes, factors): each session's plain node dispatch times (ref / its calibration) ^ elasticity, CUPTI's own
+    cost per launch left as it is; a session without a calibration keeps its times (factor 1)."""
+    if not ref.get("host_index_us") or "calib_host_index_us" not in sessions:
+        return nodes, pd.Series(dtype=float)
+    keys = ["machine", "model", "session", "cudnn_conv_algo_search"]
+    cal = pd.to_numeric(sessions["calib_host_index_us"], errors="coerce")
+    f = (float(ref["host_index_us"]) / cal) ** float(ref.get("elasticity", 1.0))
+    f = f.where(np.isfinite(f) & (f > 0), 1.0).clip(*[1 / s for s in reversed(mc.SCALE_RANGE)])
+    fac = sessions[keys].assign(f=f.to_numpy())
+    n = nodes.merge(fac, on=keys, how="left")
+    n["f"] = n["f"].fillna(1.0)
+    cupti = launch_cost_us * n["launches"]
+    n["host_us"] = cupti + (n["host_us"] - cupti).clip(lower=0.0) * n["f"]
+    return n.drop(columns="f"), fac["f"]
 
 
 def training_rows(models: list, records: dict, per_node: pd.DataFrame) -> tuple:
@@ -107,6 +128,13 @@ def main() -> int:
              len({paths.model_arch(m) for m in train}), len(sessions), sessions["machine"].nunique())
 
     launch_cost = cupti_launch_us(sessions, float(cfg["dispatch_bound_idle_frac"]))
+    cal_ref = mc.reference(sessions)
+    if cfg["host_relative_to_calibration"]:
+        nodes, fac = at_reference_speed(nodes, sessions, cal_ref, launch_cost)
+        if len(fac):
+            log.info("node dispatch brought to the reference host speed (%.2f us, elasticity %.2f): session factors "
+                     "p10 %.3f median %.3f p90 %.3f", cal_ref["host_index_us"], cal_ref.get("elasticity", 1.0),
+                     fac.quantile(0.1), fac.median(), fac.quantile(0.9))
     per_node = node_medians(nodes, launch_cost)
     io = {m: (io_bytes(records[m].get("graph_inputs")), io_bytes(records[m].get("graph_outputs"))) for m in train}
     ct = copy_terms(sessions, io, {m: len(records[m]["kernels"]) for m in train})
@@ -122,7 +150,7 @@ def main() -> int:
              "spread_quantiles": list(q), "gpu_source": "node_model", "predictor_dir": "",
              "params": dict(tm.DEFAULT_PARAMS, c0_us=ct["before_us0"] + ct["after_us0"], kappa=1.0),
              # the training processes' host speed: a target node's calibration scales the host terms by it
-             "calibration_ref": mc.reference(sessions)}
+             "calibration_ref": cal_ref}
     if base:  # the load terms are not learned on the corpus (idle only): the measured interference model's
         model["params"].update({k: base["params"][k] for k in ("alpha", "beta_us", "clock_exp", "gamma")
                                 if k in base["params"]})

@@ -11,13 +11,15 @@ def error_pct(pred, actual) -> np.ndarray:
 
 
 def accuracy(pred, actual) -> dict:
-    """{'n', 'mape_pct', 'rmspe_pct', 'within_5pct', 'within_10pct', 'within_15pct'} over the finite
-    errors; {'n': 0} when there are none."""
-    e = np.abs(error_pct(pred, actual))
-    e = e[np.isfinite(e)]
+    """{'n', 'mape_pct', 'rmspe_pct', 'median_signed_pct', 'within_5pct', 'within_10pct', 'within_15pct'} over
+    the finite errors; {'n': 0} when there are none."""
+    s = np.asarray(error_pct(pred, actual), float)
+    s = s[np.isfinite(s)]
+    e = np.abs(s)
     if not len(e):
         return {"n": 0}
-    out = {"n": int(len(e)), "mape_pct": float(np.mean(e)), "rmspe_pct": float(np.sqrt(np.mean(e ** 2)))}
+    out = {"n": int(len(e)), "mape_pct": float(np.mean(e)), "rmspe_pct": float(np.sqrt(np.mean(e ** 2))),
+           "median_signed_pct": float(np.median(s))}
     for band in BANDS_PCT:
         out[f"within_{band}pct"] = float(np.mean(e <= band) * 100)
     return out

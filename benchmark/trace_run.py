@@ -8,7 +8,10 @@ For each model, `sessions` fresh InferenceSessions, one after another; in each:
      node's host window, CUPTI each GPU op and the launch call that issued it (same correlation id), so
      each run's launches are attributed to nodes (debug/ort_profiler_kernel_sum.py does the mapping),
   3. ORT's profiler is stopped (end_profiling) and session.run is timed plainly, `budget_ms` per mode
-     (e2e: numpy in/out; device: IOBinding, inputs and outputs already on the GPU): the latency labels,
+     (e2e: numpy in/out; device: IOBinding, inputs and outputs already on the GPU). In this process CUPTI stays
+     attached after the profile, so these times run slow at small batch (harness report:
+     benchmark/results/nvidia-h200/harness/); with `clean_labels` (CUDA) every model's sessions are first timed
+     in a child process that never profiles (benchmark/clean_labels.py): columns e2e_clean_*, the label,
   4. `cupti_runs` runs under CUPTI alone. ORT's profiler inflates host time (it records every node);
      CUPTI costs about a microsecond per launch. This session's launch sequence from step 2 names the
      node of every launch by position, so the host dispatch per node is measured from the launch
@@ -54,7 +57,7 @@ from utils.ort_session import device_slug, make_session, provenance, resolve_dev
 DEFAULTS = {"device": "auto", "device_id": 0, "models": [], "sessions": 5, "warmup": 20, "profiled_runs": 10,
             "cupti_runs": 20, "budget_ms": 300.0, "min_loops": 20, "max_loops": 5000, "modes": ["e2e", "device"],
             "cudnn_conv_algo_search": "EXHAUSTIVE", "trace_sessions": 1, "out": "timeline", "seed": 0, "threads": 0,
-            "keep_going": False, "model_list": "", "calibrate": True, "calib_budget_ms": 8.0}
+            "keep_going": False, "model_list": "", "calibrate": True, "calib_budget_ms": 8.0, "clean_labels": True}
 CONFIG = paths.REPO / "benchmark" / "trace_run.yaml"   # this tool's own config (collector's is config.yaml)
 RUN_MARKER = "hase_trace_run"
 BEFORE, AFTER = "(before Execute)", "(after Execute)"
@@ -426,6 +429,30 @@ def kernel_labels(model_path: Path, device: str) -> dict:
     return {k["node_name"]: k["id"] for k in rec.get("kernels", []) if k.get("node_name")}
 
 
+def clean_pass(models: list, cfg: dict, out: Path, log, device: str = "cuda") -> dict:
+    """benchmark/clean_labels.py in a child process (no torch, no CUPTI) over the models, before any profiling
+    here; resumable through out/clean_sessions.csv. {(model stem, session as str): its e2e_clean_* columns}."""
+    import subprocess
+    import sys
+    csv_path = out / "clean_sessions.csv"
+    cmd = [sys.executable, str(paths.REPO / "benchmark" / "clean_labels.py"), "--device", device,
+           "--log-level", "WARNING", "--set", f"models=[{', '.join(str(m) for m in models)}]"]
+    for k in ("sessions", "warmup", "budget_ms", "min_loops", "max_loops", "cudnn_conv_algo_search", "threads",
+              "seed", "device_id", "calib_budget_ms"):
+        cmd += ["--set", f"{k}={cfg[k]}"]
+    cmd += ["--set", f"out={csv_path}"]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(paths.REPO), os.environ.get("PYTHONPATH")])))
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise HaseError(f"clean-label process failed: {(r.stderr.strip().splitlines() or ['?'])[-1][:200]}")
+    d = pd.read_csv(csv_path)
+    log.info("clean labels (a process that never profiles): %d model-sessions in %.0f s", len(d),
+             time.perf_counter() - t0)
+    cols = [c for c in d.columns if c not in ("model", "session")]
+    return {(str(m), str(s)): dict(zip(cols, v)) for m, s, *v in d[["model", "session", *cols]].itertuples(index=False)}
+
+
 def append_csv(path: Path, rows: list) -> None:
     """Append rows. Rows with the file's columns are appended in one write (a corpus's node table grows to
     hundreds of thousands of rows: rewriting it per model cost minutes); other columns rewrite the file
@@ -491,6 +518,12 @@ def main() -> int:
         log.info("calibration of this process: host %.2f us/node, %s", cal.host_index_us,
                  " ".join(f"{k} {v:.1f}" for k, v in {**cal.copy_gbps, **cal.compute}.items()))
     algo = cfg["cudnn_conv_algo_search"] if device == "cuda" else ""
+    clean = {}
+    if cfg["clean_labels"] and device == "cuda":  # before anything here loads CUPTI
+        todo_models = [mp for mp in models
+                       if any((mp.stem, algo, str(i)) not in done for i in range(cfg["sessions"]))]
+        if todo_models:
+            clean = clean_pass(todo_models, cfg, out, log)
     t0 = time.perf_counter()
     for mi, mp in enumerate(models):
         todo = [i for i in range(cfg["sessions"]) if (mp.stem, algo, str(i)) not in done]
@@ -510,6 +543,7 @@ def main() -> int:
                 log.error("%s session %d failed: %s", mp.stem, i, " ".join(str(e).split())[:200])
                 break
             row["algo_tag"] = algo
+            row.update(clean.get((mp.stem, str(i)), {}))
             srows.append(row)
             nrows += nodes
             if tl is not None:

@@ -239,3 +239,33 @@ def test_cpu_reference_takes_the_models_thread_count_only():
                             dict(prof, threads=8, host_index_us=100.0)], 2)
     assert ref["processes"] == 2 and ref["host_index_us"] == pytest.approx(3.0) and ref["conv_gflops"] == 10.0
     assert mc.cpu_reference([dict(prof, threads=8)], 2) == {}
+
+
+def test_clean_labels_come_from_a_process_that_never_imports_torch(tmp_path):
+    """trace_run's clean pass: a child process (benchmark/clean_labels.py) times every session, resumes from its CSV,
+    and its columns are keyed by (model, session); the child refuses to call its labels clean if torch was loaded."""
+    import onnx
+    from onnx import TensorProto, helper
+    from benchmark.trace_run import clean_pass
+    from utils.logger import get_logger
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["t"]), helper.make_node("Sigmoid", ["t"], ["y"])],
+                          "tiny", [x], [y])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    mp = tmp_path / "tiny_bs1.onnx"
+    onnx.save(m, mp)
+    cfg = {"sessions": 2, "warmup": 2, "budget_ms": 5.0, "min_loops": 3, "max_loops": 100,
+           "cudnn_conv_algo_search": "EXHAUSTIVE", "threads": 1, "seed": 0, "device_id": 0, "calib_budget_ms": 2.0}
+    got = clean_pass([mp], cfg, tmp_path, get_logger("test"), device="cpu")
+    assert set(got) == {("tiny_bs1", "0"), ("tiny_bs1", "1")}
+    row = got[("tiny_bs1", "0")]
+    assert row["e2e_clean_median_ms"] > 0 and row["e2e_clean_n"] >= 3 and row["clean_calib_host_index_us"] > 0
+    pid = row["clean_pid"]
+    assert pid != __import__("os").getpid()                       # measured in another process
+    got2 = clean_pass([mp], dict(cfg, sessions=3), tmp_path, get_logger("test"), device="cpu")
+    assert got2[("tiny_bs1", "0")]["clean_pid"] == pid and len(got2) == 3   # resumed: only session 2 is new
+    # a bad model is one line naming the cause, from the child
+    with pytest.raises(HaseError, match="clean-label process failed"):
+        clean_pass([tmp_path / "missing.onnx"], cfg, tmp_path / "x", get_logger("test"), device="cpu")

@@ -1,0 +1,101 @@
+"""Phase 4 tool: whole-model latency labels from a process that never profiles (what a user's process sees).
+
+  python benchmark/clean_labels.py --device cuda --set 'models=[a.onnx, b.onnx]' --set sessions=3 --set out=F.csv
+
+benchmark/trace_run.py times plain session.run in the process that just profiled the session with CUPTI
+(torch.profiler). Kineto leaves CUPTI attached after a profile (its callbacks then cost every CUDA call), and
+trace_run's plain timing came out 1.27-1.71x slower at batch 1 than the same models in fresh processes that import
+onnxruntime only (benchmark/results/nvidia-h200/harness/README.md). This tool is that fresh process: it must never
+import torch. For each model, `sessions` fresh InferenceSessions with ORT's defaults, one after another: warm-up, then
+the median of plain session.run (numpy in/out: `e2e`) over `budget_ms`, and this process's host calibration (the
+launch chains) before each session. trace_run calls it in a child process before its own sessions
+(`clean_labels: true`), so every corpus session gets `e2e_clean_median_ms` beside the old label.
+
+Writes one CSV row per (model, session): model, session, e2e_clean_median_ms, e2e_clean_p10_ms, e2e_clean_p90_ms,
+e2e_clean_n, clean_calib_host_index_us, clean_pid. Resumable: rows already in `out` are kept and skipped.
+"""
+import csv
+import os
+import sys
+import time
+from pathlib import Path
+
+from benchmark.ort_kernel_runner import make_runner, time_loop
+from utils.config import base_parser, from_args
+from utils.errors import HaseError, run_main
+from utils.logger import get_logger
+from utils.onnx_io import dummy_feed
+from utils.ort_session import make_session, resolve_device
+
+DEFAULTS = {"device": "auto", "device_id": 0, "models": [], "sessions": 3, "warmup": 20, "budget_ms": 300.0,
+            "min_loops": 20, "max_loops": 5000, "cudnn_conv_algo_search": "EXHAUSTIVE", "threads": 0, "seed": 0,
+            "calib_budget_ms": 8.0, "out": ""}
+FIELDS = ["model", "session", "e2e_clean_median_ms", "e2e_clean_p10_ms", "e2e_clean_p90_ms", "e2e_clean_n",
+          "clean_calib_host_index_us", "clean_pid"]
+
+
+def done_rows(path: Path) -> set:
+    if not path.exists():
+        return set()
+    with open(path, newline="") as f:
+        return {(r["model"], r["session"]) for r in csv.DictReader(f)}
+
+
+def measure(models: list, cfg: dict, log) -> int:
+    """Time every (model, session) not yet in cfg['out']; append each row as it is measured. Returns rows added."""
+    out = Path(cfg["out"])
+    device = resolve_device(cfg["device"], cfg["device_id"])
+    done = done_rows(out)
+    cuda_opts = {"cudnn_conv_algo_search": cfg["cudnn_conv_algo_search"]} if device == "cuda" else None
+    from benchmark.host_calibration import Calibrator, host_index
+    cal = Calibrator(device, cfg["device_id"], cfg["threads"])
+    new = not out.exists()
+    added, t0 = 0, time.perf_counter()
+    with open(out, "a", newline="") as f:
+        w = csv.DictWriter(f, FIELDS)
+        if new:
+            w.writeheader()
+        for mi, mp in enumerate(models):
+            mp = Path(mp)
+            for i in range(int(cfg["sessions"])):
+                if (mp.stem, str(i)) in done:
+                    continue
+                host = host_index(cal.host(cfg["calib_budget_ms"]))
+                sess = make_session(mp, device, device_id=cfg["device_id"], cuda_options=cuda_opts,
+                                    threads=cfg["threads"])
+                run = make_runner(sess, dummy_feed(sess, seed=cfg["seed"]), "e2e", cfg["device_id"])
+                for _ in range(int(cfg["warmup"]) + 1):
+                    run()
+                r = time_loop(run, None, cfg["budget_ms"], cfg["min_loops"], cfg["max_loops"])
+                w.writerow({"model": mp.stem, "session": i, "e2e_clean_median_ms": f"{r['median_ms']:.6g}",
+                            "e2e_clean_p10_ms": f"{r['p10_ms']:.6g}", "e2e_clean_p90_ms": f"{r['p90_ms']:.6g}",
+                            "e2e_clean_n": len(r["samples_ms"]), "clean_calib_host_index_us": f"{host:.4g}",
+                            "clean_pid": os.getpid()})
+                f.flush()
+                added += 1
+                del run, sess
+            log.info("[%d/%d %.0fs] clean labels: %s", mi + 1, len(models), time.perf_counter() - t0, mp.stem)
+    return added
+
+
+def main() -> int:
+    p = base_parser("Phase 4: latency labels from a process that never profiles", "benchmark", "clean_labels.yaml")
+    args = p.parse_args()
+    cfg = from_args(args, DEFAULTS)
+    log = get_logger("benchmark", args.log_level)
+    if not cfg["out"]:
+        raise HaseError("config out: the CSV to write is required")
+    if not cfg["models"]:
+        raise HaseError("config models: no model given")
+    missing = [m for m in cfg["models"] if not Path(m).exists()]
+    if missing:
+        raise HaseError("model file not found", missing[0])
+    n = measure(cfg["models"], cfg, log)
+    if "torch" in sys.modules:   # the point of this process: CUPTI never loaded
+        raise HaseError("torch was imported in the clean-label process: its labels are not clean")
+    log.info("wrote %d rows to %s", n, cfg["out"])
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -15,7 +15,10 @@ if [ -n "$R" ]; then
   gzip -c "$R"/trace_nodes.csv > "$OUT"/trace_nodes.csv.gz 2>/dev/null
   cp "$R"/trace_config_*.json "$OUT"/trace_config.json 2>/dev/null
   cp "$R"/calibration.json "$OUT"/calibration.json 2>/dev/null
+  [ -e "$R"/clean_sessions.csv ] && gzip -c "$R"/clean_sessions.csv > "$OUT"/clean_sessions.csv.gz
 fi
-cp "$JOB"/log.txt "$JOB"/machine.txt "$JOB"/records.json.xz "$OUT"/ 2>/dev/null
+cp "$JOB"/log.txt "$JOB"/records.json.xz "$OUT"/ 2>/dev/null
+# at most 8 files: machine.txt is also the head of log.txt (import_corpus.py takes it from there)
+[ "$(ls "$OUT" | wc -l)" -lt 7 ] && cp "$JOB"/machine.txt "$OUT"/ 2>/dev/null
 cp "$HASE_HOME"/model_zoo/models/corpus_manifest.json "$OUT"/ 2>/dev/null
 ls -la "$OUT"

@@ -29,10 +29,18 @@ def main() -> int:
     p.add_argument("dest", type=Path)
     p.add_argument("--records-to", type=Path, default=None)
     a = p.parse_args()
-    for f in ("trace_sessions.csv.gz", "trace_nodes.csv.gz", "machine.txt"):
+    for f in ("trace_sessions.csv.gz", "trace_nodes.csv.gz"):
         if not (a.src / f).exists():
             raise HaseError(f"{f} missing (not a gpu_corpus_wait.sh output folder)", a.src)
     a.dest.mkdir(parents=True, exist_ok=True)
+    if not (a.src / "machine.txt").exists():  # the wait script leaves it out at 8 files: it is the log's head
+        log = (a.src / "log.txt").read_text().splitlines() if (a.src / "log.txt").exists() else []
+        head = [l for l in log[1:next((i for i, l in enumerate(log) if l.startswith("stage export")), 0)]]
+        if not head:
+            raise HaseError("machine.txt missing and log.txt has no machine stage", a.src)
+        atomic_write_text(a.dest / "machine.txt", "\n".join(head) + "\n")
+    if (a.src / "clean_sessions.csv.gz").exists():  # label-only sessions from the process that never profiles
+        write_xz(pd.read_csv(a.src / "clean_sessions.csv.gz"), a.dest / "clean_sessions.csv.xz")
     write_xz(pd.read_csv(a.src / "trace_sessions.csv.gz"), a.dest / "trace_sessions.csv.xz")
     write_xz(pd.read_csv(a.src / "trace_nodes.csv.gz")[NODE_COLS], a.dest / "trace_nodes.csv.xz")
     for f in ("machine.txt", "trace_config.json", "calibration.json"):

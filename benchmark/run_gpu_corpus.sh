@@ -6,7 +6,7 @@
 # Runs long: start it detached, then poll; each poll packs what is done into $OUT (at most 8 files):
 #   source .device/activate.sh && setsid nohup bash benchmark/run_gpu_corpus.sh /tmp/job > /tmp/job.out 2>&1 &
 #   bash benchmark/gpu_corpus_wait.sh /tmp/job 540 $OUT
-# Env: SESSIONS (2), RECORDS (0|1), SPLIT (all|train|exam), WORKERS (14 export processes), RECORD_PROCS (6),
+# Env: LABELS_ONLY (0; 1: no trace, CLEAN_SESSIONS label sessions per model from benchmark/clean_labels.py), SESSIONS (2), CLEAN_SESSIONS (0 = SESSIONS; more: extra label-only sessions in a process that never profiles), RECORDS (0|1), SPLIT (all|train|exam), WORKERS (14 export processes), RECORD_PROCS (6),
 #      EXAM_SESSIONS (0; > 0: the exam models first, in that many sessions, then everything in SESSIONS),
 #      ANCHORS ("": a YAML list of training architectures exported and traced beside SPLIT's models, e.g.
 #      "[resnet50, mobilenet_v2, vit_b_16, cnn_mobile-s1, vit-s2, encoder-s1, hybrid-s1, unet-s0]": a machine that
@@ -17,6 +17,7 @@ export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1
 export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"  # the project's packages, installed or not
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
 M=$HASE_HOME/model_zoo/models
+CS=${CLEAN_SESSIONS:-0}
 quiet() { grep -vE "Warning|_warn_once|plugin EP|warnings.warn|^\s*$"; }
 {
 echo "stage machine $(el)"
@@ -63,12 +64,18 @@ Path(sys.argv[1], "exam_order.txt").write_text("\n".join(exam) + "\n")
 PY
 trace() { python3 benchmark/trace_run.py --device cuda --set "model_list=$1" --set "sessions=$2" \
   --set out=corpus --set keep_going=true --set trace_sessions=0 --set warmup=5 --set profiled_runs=3 \
-  --set cupti_runs=6 --set budget_ms=60 --set min_loops=5 2>&1 | quiet; }
-if [ "${EXAM_SESSIONS:-0}" -gt 0 ]; then
+  --set cupti_runs=6 --set budget_ms=60 --set min_loops=5 --set "clean_sessions=$CS" 2>&1 | quiet; }
+if [ "${LABELS_ONLY:-0}" = 1 ]; then  # labels only: CLEAN_SESSIONS clean sessions of every model, no trace
+  R=$HASE_HOME/benchmark/results/$(python3 -c "from utils.ort_session import device_slug; print(device_slug('cuda', 0))")/corpus
+  mkdir -p "$R"
+  python3 benchmark/clean_labels.py --device cuda --set "model_list=$JOB/trace_order.txt" --set "sessions=$(( CS > 0 ? CS : 1 ))" \
+    --set warmup=5 --set budget_ms=60 --set min_loops=5 --set profiled_runs=3 --set "out=$R/clean_sessions.csv" 2>&1 | quiet \
+    | awk 'NR % 50 == 0'
+elif [ "${EXAM_SESSIONS:-0}" -gt 0 ]; then
   echo "exam models: $(wc -l < "$JOB/exam_order.txt"), $EXAM_SESSIONS sessions"
   trace "$JOB/exam_order.txt" "$EXAM_SESSIONS"
 fi
-trace "$JOB/trace_order.txt" "${SESSIONS:-2}"
+[ "${LABELS_ONLY:-0}" = 1 ] || trace "$JOB/trace_order.txt" "${SESSIONS:-2}"
 echo "stage done $(el)"
 } 2>&1 | tee "$JOB/log.txt"
 touch "$JOB/DONE"

@@ -57,7 +57,8 @@ from utils.ort_session import device_slug, make_session, provenance, resolve_dev
 DEFAULTS = {"device": "auto", "device_id": 0, "models": [], "sessions": 5, "warmup": 20, "profiled_runs": 10,
             "cupti_runs": 20, "budget_ms": 300.0, "min_loops": 20, "max_loops": 5000, "modes": ["e2e", "device"],
             "cudnn_conv_algo_search": "EXHAUSTIVE", "trace_sessions": 1, "out": "timeline", "seed": 0, "threads": 0,
-            "keep_going": False, "model_list": "", "calibrate": True, "calib_budget_ms": 8.0, "clean_labels": True}
+            "keep_going": False, "model_list": "", "calibrate": True, "calib_budget_ms": 8.0, "clean_labels": True,
+            "clean_sessions": 0}
 CONFIG = paths.REPO / "benchmark" / "trace_run.yaml"   # this tool's own config (collector's is config.yaml)
 RUN_MARKER = "hase_trace_run"
 BEFORE, AFTER = "(before Execute)", "(after Execute)"
@@ -437,8 +438,9 @@ def clean_pass(models: list, cfg: dict, out: Path, log, device: str = "cuda") ->
     csv_path = out / "clean_sessions.csv"
     cmd = [sys.executable, str(paths.REPO / "benchmark" / "clean_labels.py"), "--device", device,
            "--log-level", "WARNING", "--set", f"models=[{', '.join(str(m) for m in models)}]"]
-    for k in ("sessions", "warmup", "budget_ms", "min_loops", "max_loops", "cudnn_conv_algo_search", "threads",
-              "seed", "device_id", "calib_budget_ms"):
+    cmd += ["--set", f"sessions={cfg.get('clean_sessions') or cfg['sessions']}"]
+    for k in ("warmup", "budget_ms", "min_loops", "max_loops", "cudnn_conv_algo_search", "threads",
+              "seed", "device_id", "calib_budget_ms", "profiled_runs"):
         cmd += ["--set", f"{k}={cfg[k]}"]
     cmd += ["--set", f"out={csv_path}"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(paths.REPO), os.environ.get("PYTHONPATH")])))
@@ -520,8 +522,9 @@ def main() -> int:
     algo = cfg["cudnn_conv_algo_search"] if device == "cuda" else ""
     clean = {}
     if cfg["clean_labels"] and device == "cuda":  # before anything here loads CUPTI
-        todo_models = [mp for mp in models
-                       if any((mp.stem, algo, str(i)) not in done for i in range(cfg["sessions"]))]
+        todo_models = [mp for mp in models  # clean_labels.py skips the sessions it already has
+                       if any((mp.stem, algo, str(i)) not in done for i in range(cfg["sessions"]))
+                       or cfg["clean_sessions"] > cfg["sessions"]]
         if todo_models:
             clean = clean_pass(todo_models, cfg, out, log)
     t0 = time.perf_counter()

@@ -10,6 +10,10 @@ architectures are refused here, before anything is read about them):
                        run cost, the output copy; intercepts = session.run's fixed cost
   spread               the per-session quantiles of host and copy terms over each model's median, widened to the
                        out-of-fold residual quantiles (split-conformal: the model's own error on unseen architectures)
+  label                `clean` (default): whole-model labels from benchmark/clean_labels.py, a process that never
+                       loads CUPTI (trace_run's own plain timing reads 1.0-1.7x slower at batch 1: CUPTI stays
+                       attached); CUPTI's cost per launch is then what separates trace_run's CUPTI wall from it.
+                       `trace`: the old labels. The two are never mixed.
   calibration_ref      the training processes' host speed (inference/machine_calibration.py); with
                        `host_relative_to_calibration`, every session's node dispatch is first brought to that speed
                        ((reference / the session's calibration) ^ elasticity), so machines and host states measured
@@ -31,8 +35,9 @@ import pandas as pd  # noqa: E402
 
 from graph_model.dag_critical_path import io_bytes, load_records  # noqa: E402
 from inference import timeline_model as tm  # noqa: E402
-from inference.fit_measured_timeline import (copy_terms, cupti_launch_us, labels, measured_host_table,  # noqa: E402
-                                             node_medians, read_machines, spread_factors)
+from inference.fit_measured_timeline import (clean_labels, copy_terms, cupti_launch_us, labels,  # noqa: E402
+                                             measured_host_table, node_medians, read_clean, read_machines,
+                                             spread_factors)
 from inference import machine_calibration as mc  # noqa: E402
 from inference.node_model import NodeModel  # noqa: E402
 from model_zoo.corpus import load_split  # noqa: E402
@@ -46,20 +51,24 @@ DEFAULTS = {"timeline_dirs": ["benchmark/results/nvidia-h200/corpus/machine_*"],
             "records": "ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz",
             "load_params_from": "inference/results/nvidia-h200/interference/timeline_model.json",
             "algo": "EXHAUSTIVE", "dispatch_bound_idle_frac": 0.5, "spread_quantiles": [0.1, 0.9],
-            "cv_folds": 5, "xgboost": {}, "host_relative_to_calibration": True,
+            "cv_folds": 5, "xgboost": {}, "host_relative_to_calibration": True, "label": "clean",
             "out": "inference/results/nvidia-h200/corpus"}
 
 
 def split_sessions(timeline_dirs, algo: str, archs) -> tuple:
-    """(sessions, nodes, models) of the measured corpus restricted to the given architectures (one split), every
-    other model dropped before any statistic is taken."""
-    dirs = [d for d in paths.expand_globs(timeline_dirs) if Path(d).is_dir()]
+    """(sessions, nodes, models, dirs, clean) of the measured corpus restricted to the given architectures (one
+    split), every other model dropped before any statistic is taken. Folders with clean labels only (no trace
+    tables) add to `clean` alone."""
+    every = [d for d in paths.expand_globs(timeline_dirs) if Path(d).is_dir()]
+    dirs = [d for d in every if paths.csv_or_gz(Path(d) / "trace_sessions.csv").exists()]
     sessions, nodes = read_machines(dirs)
     archs = set(archs)
     models = sorted(m for m in sessions["model"].unique() if paths.model_arch(m) in archs)
     keep_s = (sessions["cudnn_conv_algo_search"] == algo) & sessions["model"].isin(models)
     keep_n = (nodes["cudnn_conv_algo_search"] == algo) & nodes["model"].isin(models)
-    return sessions[keep_s], nodes[keep_n], models, dirs
+    clean = read_clean(every)
+    clean = clean[[paths.model_arch(m) in archs for m in clean["model"]]]
+    return sessions[keep_s], nodes[keep_n], models, dirs, clean
 
 
 def at_reference_speed(nodes: pd.DataFrame, sessions: pd.DataFrame, ref: dict, launch_cost_us: float) -> tuple:
@@ -119,15 +128,28 @@ def main() -> int:
     split = load_split()
     q = tuple(float(x) for x in cfg["spread_quantiles"])
     # the training split only: exam models are dropped before any statistic is taken
-    sessions, nodes, train, dirs = split_sessions(cfg["timeline_dirs"], cfg["algo"], split.train)
+    sessions, nodes, train, dirs, clean = split_sessions(cfg["timeline_dirs"], cfg["algo"], split.train)
     if not train:
         raise HaseError("no training-split model among the measured ones", "timeline_dirs")
+    if cfg["label"] not in ("clean", "trace"):
+        raise HaseError(f"config label: '{cfg['label']}' is not clean or trace")
     records = load_records(cfg["records"], train)
     train = [m for m in train if m in records]
+    if cfg["label"] == "clean":  # never mixed: a model without a clean label is left out
+        if clean.empty:
+            raise HaseError("label clean: no clean_sessions.csv in any timeline folder (benchmark/clean_labels.py)",
+                            "timeline_dirs")
+        lost = [m for m in train if m not in set(clean["model"])]
+        # their nodes still teach the trees (no label enters there); the labels' uses (CUPTI's cost per launch,
+        # the out-of-fold judgement, the band's residuals) skip them
+        log.info("labels from processes that never profile: %d sessions on %d machines; %d training models "
+                 "without one are scored on none", len(clean), clean["machine"].nunique(), len(lost))
     log.info("training split: %d models of %d architectures, %d sessions on %d machines", len(train),
              len({paths.model_arch(m) for m in train}), len(sessions), sessions["machine"].nunique())
 
-    launch_cost = cupti_launch_us(sessions, float(cfg["dispatch_bound_idle_frac"]))
+    lab = labels(sessions, q) if cfg["label"] == "trace" else clean_labels(clean, q)
+    launch_cost = cupti_launch_us(sessions, float(cfg["dispatch_bound_idle_frac"]),
+                                  None if cfg["label"] == "trace" else lab["e2e_ms"])
     cal_ref = mc.reference(sessions)
     if cfg["host_relative_to_calibration"]:
         nodes, fac = at_reference_speed(nodes, sessions, cal_ref, launch_cost)
@@ -156,7 +178,17 @@ def main() -> int:
                                 if k in base["params"]})
         model["interference"] = base.get("interference", "per_launch")
         model["load_params_from"] = str(cfg["load_params_from"])
-    lab = labels(sessions, q)
+    if cfg["label"] == "clean" and "clean_calib_host_index_us" in clean:
+        # the host speed the labels were taken at: the clean processes' own calibration (trace_run's sessions read
+        # theirs with CUPTI attached, slower); a target node's calibration is compared with this one
+        v = pd.to_numeric(clean["clean_calib_host_index_us"], errors="coerce").dropna()
+        v = v[v > 0]
+        if len(v):
+            model["calibration_ref"] = dict(cal_ref, host_index_us=float(v.median()), p10_us=float(v.quantile(0.1)),
+                                            p90_us=float(v.quantile(0.9)), sessions=int(len(v)),
+                                            machines=int(clean.loc[v.index, "machine"].nunique()),
+                                            source="clean-label processes (elasticity from the trace sessions)")
+    model["label"] = cfg["label"]
 
     # ---- out of fold on the training split, grouped by architecture
     ks, g, h, owner = training_rows(train, records, per_node)
@@ -171,7 +203,7 @@ def main() -> int:
             tr = np.array([fold_of[a] != f for a in archs])
             nm = NodeModel().fit([k for k, t in zip(ks, tr) if t], g[tr], h[tr], cfg["xgboost"])
             for m in train:
-                if fold_of[paths.model_arch(m)] != f:
+                if fold_of[paths.model_arch(m)] != f or m not in lab.index:
                     continue
                 prep = prepare(records[m], nm, model)
                 r = predict_idle(prep, model["params"], spread)

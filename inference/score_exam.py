@@ -23,7 +23,7 @@ import pandas as pd  # noqa: E402
 from graph_model.dag_critical_path import load_records  # noqa: E402
 from inference import timeline_model as tm  # noqa: E402
 from inference.fit_corpus_timeline import split_sessions  # noqa: E402
-from inference.fit_measured_timeline import labels  # noqa: E402
+from inference.fit_measured_timeline import clean_labels, labels  # noqa: E402
 from inference import machine_calibration as mc  # noqa: E402
 from model_zoo.corpus import load_split  # noqa: E402
 from utils import paths  # noqa: E402
@@ -33,7 +33,7 @@ from utils.logger import get_logger  # noqa: E402
 from utils.metrics import accuracy  # noqa: E402
 
 DEFAULTS = {"timeline_model": "inference/results/nvidia-h200/corpus/timeline_model.json", "predictor_dir": "",
-            "baselines": {}, "timeline_dirs": ["benchmark/results/nvidia-h200/corpus/machine_*"],
+            "baselines": {}, "label": "clean", "timeline_dirs": ["benchmark/results/nvidia-h200/corpus/machine_*"],
             "records": "ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz",
             "frozen_commit": "f63163b", "gpu_minutes": 0.0, "algo": "EXHAUSTIVE", "spread_quantiles": [0.1, 0.9],
             "out": "inference/results/nvidia-h200/exam"}
@@ -132,12 +132,20 @@ def main() -> int:
     log = get_logger("inference", args.log_level)
     split = load_split()
     q = tuple(float(x) for x in cfg["spread_quantiles"])
-    sessions, _, exam, _ = split_sessions(cfg["timeline_dirs"], cfg["algo"], split.exam)
+    sessions, _, exam, _, clean = split_sessions(cfg["timeline_dirs"], cfg["algo"], split.exam)
     split.refuse_trained(exam)
+    if cfg["label"] not in ("clean", "trace"):
+        raise HaseError(f"config label: '{cfg['label']}' is not clean or trace")
+    if cfg["label"] == "clean":  # the label a user's process sees; never mixed with trace_run's own timing
+        exam = sorted(set(exam) | set(clean["model"]))
+        split.refuse_trained(exam)
+        # by_machine reads one table of sessions: the clean ones, in its column names
+        sessions = clean.rename(columns={"e2e_clean_median_ms": "e2e_median_ms",
+                                         "clean_calib_host_index_us": "calib_host_index_us"})
     if not exam:
         raise HaseError("no exam model among the measured ones", "timeline_dirs")
     records = load_records(cfg["records"], exam)
-    lab = labels(sessions, q)
+    lab = labels(sessions, q) if cfg["label"] == "trace" else clean_labels(clean, q)
     d = pd.DataFrame({"model": exam})
     d["arch"] = [paths.model_arch(m) for m in exam]
     d["family"] = [split.family[a] for a in d["arch"]]
@@ -162,6 +170,8 @@ def main() -> int:
                              "by_batch": {str(k): score(t, f"base_{name}_ms") for k, t in d.groupby("batch")}}
     summary = {"what": "idle session.run (numpy in/out) of the exam models against the median of every fresh session "
                        "on every machine; the exam split was frozen before any corpus fit",
+               "label": cfg["label"] + (" (benchmark/clean_labels.py: processes that never profile)"
+                                        if cfg["label"] == "clean" else " (trace_run's own plain timing)"),
                "timeline_model": cfg["timeline_model"], "frozen_commit": cfg["frozen_commit"],
                "gpu_minutes": cfg["gpu_minutes"], "sessions_per_model": int(d["sessions"].median()),
                "machines": int(d["machines"].max()), "models": int(len(d)), "architectures": int(d["arch"].nunique()),

@@ -257,11 +257,13 @@ def test_clean_labels_come_from_a_process_that_never_imports_torch(tmp_path):
     mp = tmp_path / "tiny_bs1.onnx"
     onnx.save(m, mp)
     cfg = {"sessions": 2, "warmup": 2, "budget_ms": 5.0, "min_loops": 3, "max_loops": 100,
-           "cudnn_conv_algo_search": "EXHAUSTIVE", "threads": 1, "seed": 0, "device_id": 0, "calib_budget_ms": 2.0}
+           "cudnn_conv_algo_search": "EXHAUSTIVE", "threads": 1, "seed": 0, "device_id": 0, "calib_budget_ms": 2.0, "profiled_runs": 2}
     got = clean_pass([mp], cfg, tmp_path, get_logger("test"), device="cpu")
     assert set(got) == {("tiny_bs1", "0"), ("tiny_bs1", "1")}
     row = got[("tiny_bs1", "0")]
     assert row["e2e_clean_median_ms"] > 0 and row["e2e_clean_n"] >= 3 and row["clean_calib_host_index_us"] > 0
+    # ORT's profiled runs in the clean process: both nodes' dispatch, inside the Execute window
+    assert 0 < row["clean_ort_node_sum_us"] <= row["clean_ort_execute_us"] + 2
     pid = row["clean_pid"]
     assert pid != __import__("os").getpid()                       # measured in another process
     got2 = clean_pass([mp], dict(cfg, sessions=3), tmp_path, get_logger("test"), device="cpu")
@@ -269,3 +271,29 @@ def test_clean_labels_come_from_a_process_that_never_imports_torch(tmp_path):
     # a bad model is one line naming the cause, from the child
     with pytest.raises(HaseError, match="clean-label process failed"):
         clean_pass([tmp_path / "missing.onnx"], cfg, tmp_path / "x", get_logger("test"), device="cpu")
+
+
+def test_clean_labels_are_the_label_and_set_cuptis_cost_per_launch(tmp_path):
+    """label: clean. The label is the median over every clean session of every machine folder (a folder may hold
+    clean sessions only); CUPTI's cost per launch is the CUPTI wall less that label, not less trace_run's own plain
+    timing (which carries CUPTI's leftover cost); a model without a clean label does not enter it."""
+    import pandas as pd
+    from inference.fit_measured_timeline import clean_labels, cupti_launch_us, read_clean
+    x, y = tmp_path / "machine_x", tmp_path / "machine_y"
+    x.mkdir(), y.mkdir()
+    pd.DataFrame({"model": ["m_bs1_8x8"] * 3, "session": [0, 1, 2], "e2e_clean_median_ms": [1.0, 1.2, 5.0],
+                  "clean_calib_host_index_us": [7.0, 7.5, 8.0]}).to_csv(x / "clean_sessions.csv", index=False)
+    pd.DataFrame({"model": ["m_bs1_8x8", "other_bs1_8x8"], "session": [0, 0], "e2e_clean_median_ms": [1.1, -1.0],
+                  "clean_calib_host_index_us": [7.0, 7.0]}).to_csv(y / "clean_sessions.csv", index=False)
+    c = read_clean([x, y, tmp_path / "machine_without"])
+    assert set(c["machine"]) == {"machine_x", "machine_y"} and "other_bs1_8x8" not in set(c["model"])  # -1: dropped
+    lab = clean_labels(c, (0.1, 0.9))
+    assert lab.loc["m_bs1_8x8", "e2e_ms"] == pytest.approx(1.15) and lab.loc["m_bs1_8x8", "machines"] == 2
+    # two dispatch-bound trace sessions of the model, 100 GPU ops each, CUPTI wall 1.65 ms, own plain timing 1.5 ms
+    s = pd.DataFrame({"model": ["m_bs1_8x8", "m_bs1_8x8", "unlabelled_bs1_8x8"], "gpu_idle_us": [900.0] * 3,
+                      "span_us": [1000.0] * 3, "cupti_wall_us": [1650.0, 1650.0, 9e9], "e2e_median_ms": [1.5] * 3,
+                      "n_gpu_ops": [100] * 3})
+    assert cupti_launch_us(s.iloc[:2], 0.5) == pytest.approx(1.5)                 # against its own plain timing
+    assert cupti_launch_us(s, 0.5, lab["e2e_ms"]) == pytest.approx(5.0)           # against the clean label
+    with pytest.raises(HaseError, match="dispatch-bound"):
+        cupti_launch_us(s.iloc[2:], 0.5, lab["e2e_ms"])

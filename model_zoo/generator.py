@@ -38,6 +38,14 @@ same configs on any machine. Families (each with its own parameter ranges, FAMIL
   dense        densely connected CNNs: DenseNet (BN-act-conv bottleneck layers, each output concatenated to all
                before it; BN-conv1x1 + avg-pool transitions) or VoVNet (3-5 conv3x3, optionally depthwise-separable,
                concatenated once per block, a 1x1 conv, optional effective-SE with HardSigmoid; max-pool between)
+  rnn          recurrent stack over a float input [B, T, C_in] (T 32-512, C_in 64-512): an optional Conv1d-BN-ReLU
+               front-end (kernel 3/5, stride 1/2), 1-4 layers of nn.LSTM or nn.GRU (hidden 64-512, optionally
+               bidirectional; exported as ONNX LSTM/GRU nodes, one per layer, never unrolled), then the sequence
+               itself, a per-step Linear head or a mean over time + Linear
+  linattn      linear attention over image tokens: EfficientViT-like (conv stem, MBConv stages with depthwise kxk,
+               ReLU linear attention ReLU(Q) (ReLU(K)^T [V, 1]) normalised by its last column, optional multi-scale
+               tokens from depthwise 3/5 + grouped 1x1 convs on QKV) or a linear transformer / Performer-like
+               variant (patch or conv stem, pre-norm blocks of elu+1 feature attention by MatMul or Einsum, MLP)
 Configs: batch 1 always, one batch of 4-16 and one of 32-64, each at a size the family allows; a config whose
 forward pass exceeds `max_gflop` is run at a smaller batch (so one run stays under ~30 ms on an H200).
 
@@ -57,9 +65,10 @@ from utils.errors import HaseError  # noqa: E402
 CNN = ("cnn_plain", "cnn_mobile", "cnn_grouped")  # _build_cnn builds these (unet, fpn, convnext, tcn, dense: CNNs built apart)
 # new families go at the end: a family's index seeds its specs and weights, so appending keeps the others' as they are
 FAMILIES = ("cnn_plain", "cnn_mobile", "cnn_grouped", "vit", "swin", "hybrid", "mixer", "encoder",
-            "pvt", "decoder", "unet", "conformer", "fpn", "convnext", "tcn", "perceiver", "dense")
-# families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's mel bins, a tcn's C_in)
-SEQUENCE = ("encoder", "decoder", "conformer", "tcn")
+            "pvt", "decoder", "unet", "conformer", "fpn", "convnext", "tcn", "perceiver", "dense", "rnn", "linattn")
+# families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's mel bins, a tcn's or an
+# rnn's C_in)
+SEQUENCE = ("encoder", "decoder", "conformer", "tcn", "rnn")
 MID_BATCHES, BIG_BATCHES = (4, 8, 16), (32, 64)
 
 
@@ -198,6 +207,34 @@ def arch_spec(family: str, seed: int) -> dict:
                  act=_pick(r, ["gated", "glu", "relu", "gelu"]), norm=_pick(r, ["none", "bn", "ln"]),
                  separable=bool(r.random() < 0.4), classes=_pick(r, [10, 35, 128, 527]))
         sizes = [64, 128, 256, 512, 768, 1024, 1536, 2048]  # time steps
+    elif family == "rnn":
+        # the widest (C_in 512, 4 bidirectional LSTM layers of 512, T 512) is about 26 GFLOP at batch 1
+        s.update(c_in=_pick(r, [64, 80, 128, 256, 512]), front=_pick(r, ["none", "conv"]),
+                 cell=_pick(r, ["lstm", "gru"]),
+                 hidden=_pick(r, [64, 128, 192, 256, 384, 512]), layers=int(r.integers(1, 5)),
+                 bidirectional=bool(r.random() < 0.5), head=_pick(r, ["none", "linear", "mean"]),
+                 classes=_pick(r, [10, 35, 128, 527]))
+        if s["front"] == "conv":
+            s.update(conv_w=_pick(r, [64, 128, 256, 512]), conv_k=_pick(r, [3, 5]), conv_stride=_pick(r, [1, 2]))
+        sizes = [32, 64, 128, 192, 256, 384, 512]  # time steps
+    elif family == "linattn":
+        kind = _pick(r, ["relu", "elu"])
+        s.update(kind=kind, classes=1000)
+        if kind == "relu":  # EfficientViT: stem stride 2 or 4, then 2-3 stages that each halve the map
+            stages = int(r.integers(2, 4))
+            s.update(stem_stride=_pick(r, [2, 4]), stem_w=_pick(r, [16, 24, 32]), dim=_pick(r, [32, 48, 64]),
+                     stages=stages, head_dim=_pick(r, [8, 16, 32]), expand=_pick(r, [2, 4, 6]), k=_pick(r, [3, 5]),
+                     scales=_pick(r, [[], [3], [5], [3, 5]]), act=_pick(r, ["hardswish", "relu", "gelu"]))
+            s["depths"] = [int(r.integers(1, 4)) for _ in range(stages)]
+            unit = s["stem_stride"] * 2 ** stages
+        else:  # linear transformer with elu+1 features over patch tokens
+            stem = _pick(r, ["patch", "conv"])
+            heads = _pick(r, [2, 4, 6, 8])
+            s.update(stem=stem, patch=_pick(r, [8, 16] if stem == "patch" else [4, 8, 16]), heads=heads,
+                     dim=heads * _pick(r, [32, 48, 64]), depth=int(r.integers(2, 9)), mlp_ratio=_pick(r, [2, 3, 4]),
+                     impl=_pick(r, ["matmul", "einsum"]), conv_pos=bool(r.random() < 0.5))
+            unit = s["patch"]
+        sizes = sorted({unit * -(-z // unit) for z in range(128, 257, 32)} & set(range(128, 257)))
     else:  # perceiver
         stem = _pick(r, ["patch", "conv"])
         patch = _pick(r, [4, 8, 16] if stem == "conv" else [4, 6, 8, 12, 14, 16])  # conv: log2(patch) stride-2 convs
@@ -787,6 +824,86 @@ def _modules():
                 y = y * F.hardsigmoid(self.ese(y.mean((2, 3), keepdim=True)))
             return y
 
+    class MBConv(nn.Module):
+        """EfficientViT's inverted residual over [B, C, H, W]: 1x1 expand-BN-act, depthwise kxk (stride s)-BN-act,
+        1x1 project-BN; residual when the shape is kept."""
+        def __init__(self, cin, cout, expand, k, stride, act):
+            super().__init__()
+            hid = cin * expand
+            self.body = nn.Sequential(_conv_bn(cin, hid, 1, act=act),
+                                      _conv_bn(hid, hid, k, stride, groups=hid, act=act),
+                                      _conv_bn(hid, cout, 1, act=None))
+            self.res = stride == 1 and cin == cout
+
+        def forward(self, x):
+            return x + self.body(x) if self.res else self.body(x)
+
+    class LiteMLA(nn.Module):
+        """EfficientViT's ReLU linear attention over the tokens of a [B, C, H, W] map: a 1x1 conv to Q, K, V
+        (heads x head_dim each), per scale a depthwise kxk + grouped 1x1 conv of QKV whose output adds as many
+        heads again, then per head ReLU(Q) (ReLU(K)^T [V, 1]) divided by its last column (the normaliser), a 1x1
+        conv-BN back to C; residual."""
+        def __init__(self, c, head_dim, scales, eps=1e-15):
+            super().__init__()
+            heads = max(c // head_dim, 1)
+            td, self.d, self.eps = heads * head_dim, head_dim, eps
+            self.qkv = nn.Conv2d(c, 3 * td, 1, bias=False)
+            self.aggreg = nn.ModuleList([
+                nn.Sequential(nn.Conv2d(3 * td, 3 * td, k, 1, k // 2, groups=3 * td, bias=False),
+                              nn.Conv2d(3 * td, 3 * td, 1, groups=3 * heads, bias=False)) for k in scales])
+            self.proj = _conv_bn(td * (1 + len(scales)), c, 1, act=None)
+
+        def forward(self, x):
+            b, _, h, w = x.shape
+            qkv = self.qkv(x)
+            qkv = torch.cat([qkv] + [agg(qkv) for agg in self.aggreg], 1) if len(self.aggreg) else qkv
+            qkv = qkv.reshape(b, -1, 3 * self.d, h * w).transpose(-1, -2)  # [B, heads, N, 3d]
+            q, k, v = qkv.chunk(3, -1)
+            q, k = F.relu(q), F.relu(k)
+            v = F.pad(v, (0, 1), mode="constant", value=1.0)  # a column of ones: its product is the normaliser
+            o = q @ (k.transpose(-1, -2) @ v)                 # [B, heads, N, d + 1], linear in N
+            o = o[..., :-1] / (o[..., -1:] + self.eps)
+            return x + self.proj(o.transpose(-1, -2).reshape(b, -1, h, w))
+
+    class EluAttention(nn.Module):
+        """Linear (kernel-feature) attention over [B, N, D]: features elu(x) + 1 of Q and K, out = phi(Q) (phi(K)^T V)
+        / (phi(Q) sum_n phi(K_n)), by MatMul or Einsum."""
+        def __init__(self, dim, heads, impl, eps=1e-6):
+            super().__init__()
+            self.h, self.impl, self.eps = heads, impl, eps
+            self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+
+        def forward(self, x):
+            b, n, d = x.shape
+            q, k, v = self.qkv(x).reshape(b, n, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)
+            q, k = F.elu(q) + 1.0, F.elu(k) + 1.0
+            if self.impl == "einsum":
+                kv = torch.einsum("bhnd,bhne->bhde", k, v)
+                z = 1.0 / (torch.einsum("bhnd,bhd->bhn", q, k.sum(2)) + self.eps)
+                o = torch.einsum("bhnd,bhde,bhn->bhne", q, kv, z)
+            else:
+                kv = k.transpose(-2, -1) @ v
+                z = 1.0 / (q @ k.sum(2, keepdim=True).transpose(-2, -1) + self.eps)
+                o = (q @ kv) * z
+            return self.proj(o.transpose(1, 2).reshape(b, n, d))
+
+    class EluBlock(nn.Module):
+        """Pre-norm block of elu+1 linear attention and an MLP; conv_pos: a residual depthwise 3x3 conv over the
+        token grid first (CPVT's position encoding)."""
+        def __init__(self, dim, heads, mlp_ratio, impl, grid, conv_pos):
+            super().__init__()
+            self.grid = grid
+            self.pos = nn.Conv2d(dim, dim, 3, 1, 1, groups=dim) if conv_pos else None
+            self.n1, self.n2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+            self.attn, self.mlp = EluAttention(dim, heads, impl), Mlp(dim, dim * mlp_ratio)
+
+        def forward(self, x):
+            if self.pos is not None:
+                b, n, d = x.shape
+                x = x + self.pos(x.transpose(1, 2).reshape(b, d, self.grid, self.grid)).flatten(2).transpose(1, 2)
+            x = x + self.attn(self.n1(x))
+            return x + self.mlp(self.n2(x))
+
     return {k: v for k, v in locals().items() if isinstance(v, type)}
 
 
@@ -840,6 +957,10 @@ def _build(spec: dict, size: int, M: dict, g):
         model = _build_perceiver(spec, size, M)
     elif fam == "dense":
         model = _build_dense(spec, M)
+    elif fam == "rnn":
+        model = _build_rnn(spec, M)
+    elif fam == "linattn":
+        model = _build_linattn(spec, size, M)
     elif fam == "torchvision":
         from model_zoo.torchvision_exporter import build_torch_model
         return build_torch_model(spec["arch"], size)
@@ -1229,16 +1350,89 @@ def _build_dense(s, M):
     return nn.Sequential(*layers)
 
 
+def _build_rnn(s, M):
+    import torch.nn as nn
+
+    class RNN(nn.Module):
+        """[B, T, C_in] -> optional Conv1d-BN-ReLU over time -> nn.LSTM or nn.GRU (batch_first; one ONNX LSTM/GRU
+        node per layer) -> the output sequence [B, T', H x dirs], a per-step Linear, or a mean over time + Linear."""
+        def __init__(self):
+            super().__init__()
+            c = s["c_in"]
+            self.front = None
+            if s["front"] == "conv":
+                k = s["conv_k"]
+                self.front = nn.Sequential(nn.Conv1d(c, s["conv_w"], k, s["conv_stride"], k // 2, bias=False),
+                                           nn.BatchNorm1d(s["conv_w"]), nn.ReLU())
+                c = s["conv_w"]
+            cell = nn.LSTM if s["cell"] == "lstm" else nn.GRU
+            self.rnn = cell(c, s["hidden"], s["layers"], batch_first=True, bidirectional=s["bidirectional"])
+            out = s["hidden"] * (2 if s["bidirectional"] else 1)
+            self.head = nn.Linear(out, s["classes"]) if s["head"] != "none" else None
+
+        def forward(self, x):
+            if self.front is not None:
+                x = self.front(x.transpose(1, 2)).transpose(1, 2)
+            y = self.rnn(x)[0]
+            if s["head"] == "mean":
+                y = y.mean(1)
+            return self.head(y) if self.head is not None else y
+    return RNN()
+
+
+def _build_linattn(s, size, M):
+    import torch
+    import torch.nn as nn
+
+    if s["kind"] == "relu":  # EfficientViT-like: every stage downsamples by an MBConv, then attention + MBConv blocks
+        act, n = s["act"], s["stem_stride"].bit_length() - 1
+        layers = [_conv_bn(3, s["stem_w"], 3, 2, act=act)]
+        if n > 1:
+            layers.append(_conv_bn(s["stem_w"], s["stem_w"], 3, 2, groups=s["stem_w"], act=act))  # a depthwise stride 2
+        c = s["stem_w"]
+        for i, depth in enumerate(s["depths"]):
+            d = s["dim"] * 2 ** i
+            layers.append(M["MBConv"](c, d, s["expand"], s["k"], 2, act))
+            for _ in range(depth):
+                layers += [M["LiteMLA"](d, s["head_dim"], s["scales"]), M["MBConv"](d, d, s["expand"], s["k"], 1, act)]
+            c = d
+        layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.LayerNorm(c), nn.Linear(c, s["classes"])]
+        return nn.Sequential(*layers)
+
+    class LinearViT(nn.Module):
+        """Image -> patch or conv-stem tokens [B, N, D] (+ learned positions) -> elu+1 linear-attention blocks ->
+        LayerNorm, mean over the tokens, Linear."""
+        def __init__(self):
+            super().__init__()
+            d, p = s["dim"], s["patch"]
+            if s["stem"] == "patch":
+                self.stem = nn.Conv2d(3, d, p, p)
+            else:  # log2(patch) stride-2 3x3 conv-BN-ReLU, widths doubling up to the model width
+                n = p.bit_length() - 1
+                ws = [max(d >> (n - 1 - i), 16) for i in range(n)]
+                self.stem = nn.Sequential(*[_conv_bn(ws[i - 1] if i else 3, ws[i], 3, 2) for i in range(n)])
+            grid = size // p
+            self.pos = nn.Parameter(torch.randn(1, grid * grid, d) * 0.02)
+            self.blocks = nn.Sequential(*[M["EluBlock"](d, s["heads"], s["mlp_ratio"], s["impl"], grid, s["conv_pos"])
+                                          for _ in range(s["depth"])])
+            self.norm, self.head = nn.LayerNorm(d), nn.Linear(d, s["classes"])
+
+        def forward(self, x):
+            t = self.stem(x).flatten(2).transpose(1, 2) + self.pos
+            return self.head(self.norm(self.blocks(t)).mean(1))
+    return LinearViT()
+
+
 def input_shape(spec: dict, batch: int, size: int) -> tuple:
-    if spec["family"] in SEQUENCE:  # [B, S, F]: F is a conformer's mel bins, a tcn's C_in, else the model's width
-        f = {"conformer": "mels", "tcn": "c_in"}.get(spec["family"], "dim")
+    if spec["family"] in SEQUENCE:  # [B, S, F]: F is a conformer's mel bins, a tcn's or rnn's C_in, else the width
+        f = {"conformer": "mels", "tcn": "c_in", "rnn": "c_in"}.get(spec["family"], "dim")
         return (batch, size, spec[f])
     return (batch, 3, size, size)
 
 
 def file_stem(spec: dict, batch: int, size: int) -> str:
     """<arch>_bs<B>_<H>x<W>; an encoder's or decoder's 'H x W' is sequence x width, a conformer's frames x mel
-    bins, a tcn's time steps x input channels."""
+    bins, a tcn's or an rnn's time steps x input channels."""
     shape = input_shape(spec, batch, size)
     return Path(paths.model_file(spec["arch"], batch, shape[-2], shape[-1])).stem
 
@@ -1247,6 +1441,13 @@ def forward_gflop(model, shape) -> float:
     """FLOPs of one forward pass (torch's counter: 2 per multiply-add), in GFLOP."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
-    with torch.no_grad(), FlopCounterMode(display=False) as fc:
-        model(torch.zeros(shape))
+    # an LSTM on the CPU runs as one oneDNN kernel the counter does not see: count it on the native path, as a GRU
+    # (not torch.backends.mkldnn.flags(), which warns about Intel GPUs' TF32 on every entry and exit)
+    rnn, was = any(isinstance(m, torch.nn.RNNBase) for m in model.modules()), torch._C._get_mkldnn_enabled()
+    torch._C._set_mkldnn_enabled(was and not rnn)
+    try:
+        with torch.no_grad(), FlopCounterMode(display=False) as fc:
+            model(torch.zeros(shape))
+    finally:
+        torch._C._set_mkldnn_enabled(was)
     return fc.get_total_flops() / 1e9

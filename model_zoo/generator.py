@@ -46,6 +46,14 @@ same configs on any machine. Families (each with its own parameter ranges, FAMIL
                ReLU linear attention ReLU(Q) (ReLU(K)^T [V, 1]) normalised by its last column, optional multi-scale
                tokens from depthwise 3/5 + grouped 1x1 convs on QKV) or a linear transformer / Performer-like
                variant (patch or conv stem, pre-norm blocks of elu+1 feature attention by MatMul or Einsum, MLP)
+  ssm          state-space sequence model over a float input [B, T, C_in] (T 64-1024, C_in 64-256), computed in
+               parallel (no Loop/Scan): a Linear to d_model 64-384, 2-8 pre-norm residual blocks (LayerNorm or a
+               written-out RMSNorm) of either S4D (real diagonal A < 0, state 8-64, the kernel
+               K[t] = C diag(exp(t dt A)) B from arange and exp, applied as a causal depthwise Conv1d of length T or
+               a cap 32-256, D skip, GELU, Linear) or Mamba-like selective SSM (expand 2, a causal depthwise Conv1d
+               of kernel 4, SiLU, softplus input-dependent dt per head, SSD chunked scan: cumsum of log-decays, exp,
+               lower-triangular masked matmuls within chunks of 16-64, the state carried over <= 16 chunks by
+               unrolled matmuls, SiLU gate), then the sequence, a per-step Linear or a mean over time + Linear
 Configs: batch 1 always, one batch of 4-16 and one of 32-64, each at a size the family allows; a config whose
 forward pass exceeds `max_gflop` is run at a smaller batch (so one run stays under ~30 ms on an H200).
 
@@ -65,10 +73,11 @@ from utils.errors import HaseError  # noqa: E402
 CNN = ("cnn_plain", "cnn_mobile", "cnn_grouped")  # _build_cnn builds these (unet, fpn, convnext, tcn, dense: CNNs built apart)
 # new families go at the end: a family's index seeds its specs and weights, so appending keeps the others' as they are
 FAMILIES = ("cnn_plain", "cnn_mobile", "cnn_grouped", "vit", "swin", "hybrid", "mixer", "encoder",
-            "pvt", "decoder", "unet", "conformer", "fpn", "convnext", "tcn", "perceiver", "dense", "rnn", "linattn")
-# families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's mel bins, a tcn's or an
-# rnn's C_in)
-SEQUENCE = ("encoder", "decoder", "conformer", "tcn", "rnn")
+            "pvt", "decoder", "unet", "conformer", "fpn", "convnext", "tcn", "perceiver", "dense", "rnn", "linattn",
+            "ssm")
+# families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's mel bins, a tcn's, an
+# rnn's or an ssm's C_in)
+SEQUENCE = ("encoder", "decoder", "conformer", "tcn", "rnn", "ssm")
 MID_BATCHES, BIG_BATCHES = (4, 8, 16), (32, 64)
 
 
@@ -235,6 +244,17 @@ def arch_spec(family: str, seed: int) -> dict:
                      impl=_pick(r, ["matmul", "einsum"]), conv_pos=bool(r.random() < 0.5))
             unit = s["patch"]
         sizes = sorted({unit * -(-z // unit) for z in range(128, 257, 32)} & set(range(128, 257)))
+    elif family == "ssm":
+        # every size is a multiple of 64, so of any chunk; a chunk grows (up to 64) until T / chunk <= 16
+        kind = _pick(r, ["s4d", "mamba"])
+        s.update(kind=kind, c_in=_pick(r, [64, 80, 128, 256]), dim=_pick(r, [64, 96, 128, 192, 256, 384]),
+                 state=_pick(r, [8, 16, 32, 64]), depth=int(r.integers(2, 9)), norm=_pick(r, ["ln", "rms"]),
+                 head=_pick(r, ["none", "linear", "mean"]), classes=_pick(r, [10, 35, 128, 527]))
+        if kind == "s4d":
+            s.update(k_cap=_pick(r, [0, 32, 64, 128, 256]))  # 0: a kernel as long as the sequence
+        else:
+            s.update(expand=2, head_dim=_pick(r, [32, 64]), conv_k=4, chunk=_pick(r, [16, 32, 64]))
+        sizes = [64, 128, 192, 256, 384, 512, 768, 1024]  # time steps
     else:  # perceiver
         stem = _pick(r, ["patch", "conv"])
         patch = _pick(r, [4, 8, 16] if stem == "conv" else [4, 6, 8, 12, 14, 16])  # conv: log2(patch) stride-2 convs
@@ -961,6 +981,8 @@ def _build(spec: dict, size: int, M: dict, g):
         model = _build_rnn(spec, M)
     elif fam == "linattn":
         model = _build_linattn(spec, size, M)
+    elif fam == "ssm":
+        model = _build_ssm(spec, size, M)
     elif fam == "torchvision":
         from model_zoo.torchvision_exporter import build_torch_model
         return build_torch_model(spec["arch"], size)
@@ -1423,16 +1445,131 @@ def _build_linattn(s, size, M):
     return LinearViT()
 
 
+def _build_ssm(s, size, M):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class RMSNorm(nn.Module):  # written out: x / sqrt(mean(x^2) + eps) * weight
+        def __init__(self, d):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(d))
+
+        def forward(self, x):
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+
+    def norm(d):
+        return nn.LayerNorm(d) if s["norm"] == "ln" else RMSNorm(d)
+
+    class S4D(nn.Module):
+        """x + Linear(GELU(SSM(norm(x)))): a real diagonal SSM (A < 0) per channel whose kernel
+        K[d, t] = sum_n C[d, n] B[d, n] exp(t dt[d] A[d, n]) (t from arange) is applied as a causal depthwise Conv1d
+        of length min(T, cap), plus a D skip."""
+        def __init__(self, d, n, k_len):
+            super().__init__()
+            self.norm, self.k_len = norm(d), k_len
+            self.log_a = nn.Parameter(torch.log(0.5 + torch.rand(d, n)))  # A = -exp(log_a) < 0
+            self.log_dt = nn.Parameter(torch.rand(d) * (math.log(0.1) - math.log(0.001)) + math.log(0.001))
+            self.b, self.c = nn.Parameter(torch.randn(d, n)), nn.Parameter(torch.randn(d, n))
+            self.skip = nn.Parameter(torch.randn(d))
+            self.out = nn.Linear(d, d)
+
+        def kernel(self):
+            t = torch.arange(self.k_len, dtype=torch.float32)
+            a = -torch.exp(self.log_a) * torch.exp(self.log_dt)[:, None]         # [D, N]: dt A
+            decay = torch.exp(a[:, :, None] * t)                                  # [D, N, L]
+            return torch.matmul((self.c * self.b)[:, None, :], decay)            # [D, 1, L]
+
+        def forward(self, x):
+            u = self.norm(x).transpose(1, 2)                                      # [B, D, T]
+            k = self.kernel().flip(-1)                                            # causal: K[0] meets x[t]
+            y = F.conv1d(F.pad(u, (self.k_len - 1, 0)), k, groups=u.shape[1]) + u * self.skip[:, None]
+            return x + self.out(F.gelu(y.transpose(1, 2)))
+
+    class Mamba(nn.Module):
+        """x + out(SSD(...) * SiLU(z)): in_proj to [z, x, B, C, dt], a causal depthwise Conv1d + SiLU over [x, B, C],
+        dt = softplus(dt + bias) per head, A < 0 a scalar per head; the scan in chunks of L: within one, cumsum of the
+        log-decays dt A, exp of their differences under a lower-triangular mask, (C B^T * decay) @ (dt x); between
+        chunks, the state [H, P, N] carried by unrolled matmuls (T / L <= 16 chunks)."""
+        def __init__(self, d, n, expand, head_dim, conv_k, chunk):
+            super().__init__()
+            e = expand * d
+            self.e, self.n, self.h, self.p, self.chunk = e, n, e // head_dim, head_dim, chunk
+            self.norm = norm(d)
+            self.in_proj = nn.Linear(d, 2 * e + 2 * n + self.h, bias=False)
+            self.conv = nn.Conv1d(e + 2 * n, e + 2 * n, conv_k, padding=conv_k - 1, groups=e + 2 * n)
+            dt = torch.exp(torch.rand(self.h) * (math.log(0.1) - math.log(0.001)) + math.log(0.001))
+            self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))  # softplus^-1(dt)
+            self.a_log = nn.Parameter(torch.log(1 + 15 * torch.rand(self.h)))
+            self.skip = nn.Parameter(torch.ones(self.h))
+            self.out = nn.Linear(e, d, bias=False)
+            self.register_buffer("tril", torch.tril(torch.ones(chunk, chunk, dtype=torch.bool)), persistent=False)
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            e, n, h, p, L = self.e, self.n, self.h, self.p, self.chunk
+            nc = t // L
+            z, xbc, dt = self.in_proj(self.norm(x)).split([e, e + 2 * n, h], dim=-1)
+            xbc = F.silu(self.conv(xbc.transpose(1, 2))[..., :t].transpose(1, 2))
+            u, bm, cm = xbc.split([e, n, n], dim=-1)
+            dt = F.softplus(dt + self.dt_bias)                                    # [B, T, H]
+            a = dt * -torch.exp(self.a_log)                                       # log-decays, < 0
+            u = u.reshape(b, nc, L, h, p).permute(0, 3, 1, 2, 4)                  # [B, H, nc, L, P]
+            ux = u * dt.reshape(b, nc, L, h).permute(0, 3, 1, 2)[..., None]       # dt x
+            bm, cm = bm.reshape(b, 1, nc, L, n), cm.reshape(b, 1, nc, L, n)
+            cs = torch.cumsum(a.reshape(b, nc, L, h).permute(0, 3, 1, 2), dim=-1)  # [B, H, nc, L]
+            seg = (cs[..., :, None] - cs[..., None, :]).masked_fill(~self.tril, float("-inf"))
+            w = torch.matmul(cm, bm.transpose(-1, -2)) * torch.exp(seg)           # [B, H, nc, L, L]
+            y = torch.matmul(w, ux)                                               # within the chunks
+            # each chunk's own contribution to the state at its end: [B, H, nc, P, N]
+            states = torch.matmul((ux * torch.exp(cs[..., -1:] - cs)[..., None]).transpose(-1, -2), bm)
+            last = torch.exp(cs[..., -1])                                         # [B, H, nc]: a chunk's decay
+            outs, state = [y[:, :, 0]], states[:, :, 0]
+            for c in range(1, nc):  # unrolled: the state entering chunk c, read out by C and the decay so far
+                outs.append(y[:, :, c] + torch.matmul(cm[:, :, c], state.transpose(-1, -2))
+                            * torch.exp(cs[:, :, c])[..., None])
+                state = state * last[:, :, c, None, None] + states[:, :, c]
+            y = torch.stack(outs, 2) + u * self.skip[:, None, None, None]        # [B, H, nc, L, P]
+            y = y.permute(0, 2, 3, 1, 4).reshape(b, t, e)
+            return x + self.out(y * F.silu(z))
+
+    class SSM(nn.Module):
+        """[B, T, C_in] -> Linear to d_model -> S4D or Mamba-like blocks -> norm -> the sequence, a per-step Linear,
+        or a mean over time + Linear."""
+        def __init__(self):
+            super().__init__()
+            d = s["dim"]
+            self.proj = nn.Linear(s["c_in"], d)
+            if s["kind"] == "s4d":
+                k_len = min(size, s["k_cap"]) if s["k_cap"] else size
+                blocks = [S4D(d, s["state"], k_len) for _ in range(s["depth"])]
+            else:
+                chunk = s["chunk"]
+                while size // chunk > 16:
+                    chunk *= 2
+                blocks = [Mamba(d, s["state"], s["expand"], s["head_dim"], s["conv_k"], chunk)
+                          for _ in range(s["depth"])]
+            self.blocks, self.norm = nn.Sequential(*blocks), norm(d)
+            self.head = nn.Linear(d, s["classes"]) if s["head"] != "none" else None
+
+        def forward(self, x):
+            y = self.norm(self.blocks(self.proj(x)))
+            if s["head"] == "mean":
+                y = y.mean(1)
+            return self.head(y) if self.head is not None else y
+    return SSM()
+
+
 def input_shape(spec: dict, batch: int, size: int) -> tuple:
-    if spec["family"] in SEQUENCE:  # [B, S, F]: F is a conformer's mel bins, a tcn's or rnn's C_in, else the width
-        f = {"conformer": "mels", "tcn": "c_in", "rnn": "c_in"}.get(spec["family"], "dim")
+    if spec["family"] in SEQUENCE:  # [B, S, F]: F is a conformer's mel bins, a tcn's, rnn's or ssm's C_in, else D
+        f = {"conformer": "mels", "tcn": "c_in", "rnn": "c_in", "ssm": "c_in"}.get(spec["family"], "dim")
         return (batch, size, spec[f])
     return (batch, 3, size, size)
 
 
 def file_stem(spec: dict, batch: int, size: int) -> str:
     """<arch>_bs<B>_<H>x<W>; an encoder's or decoder's 'H x W' is sequence x width, a conformer's frames x mel
-    bins, a tcn's or an rnn's time steps x input channels."""
+    bins, a tcn's, an rnn's or an ssm's time steps x input channels."""
     shape = input_shape(spec, batch, size)
     return Path(paths.model_file(spec["arch"], batch, shape[-2], shape[-1])).stem
 

@@ -34,7 +34,7 @@ m["params"].update({k: h200["params"][k] for k in ("alpha", "beta_us", "clock_ex
 m["load_params_from"] = "inference/results/nvidia-h200/default (fit_interference.py on H200 machines)"
 m["warnings_for_users"] = ["nvidia-h100: interference terms were measured on H200 machines (idle terms are the "
                            "H100's own: exam v4 16.2% MAPE, 113 models, one clean session on one H100 machine, "
-                           "inference/results/nvidia-h100/exam/)"]
+                           "inference/results/nvidia-h100/exam_v4/)"]
 p.write_text(json.dumps(m, indent=1) + "\n")
 PY
 $PY inference/judge_timeline.py --set timeline_model=$R/nvidia-h100/default/timeline_model.json \

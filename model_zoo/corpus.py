@@ -28,7 +28,10 @@ NAMED_CNN = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide
              "convnext_small", "shufflenet_v2_x1_5", "resnext101_32x8d", "regnet_y_1_6gf", "efficientnet_b2",
              "mnasnet1_3", "timm-resnest14d", "timm-dla34", "timm-repvit_m1", "timm-ghostnet_100", "timm-rexnet_100", "timm-tinynet_a", "timm-mobileone_s0",
              "regnet_x_1_6gf", "densenet201", "inception_v3", "vgg13", "timm-hgnetv2_b0", "timm-ese_vovnet19b_dw",
-             "timm-res2net50_26w_4s", "timm-mixnet_s", "timm-inception_next_tiny"}
+             "timm-res2net50_26w_4s", "timm-mixnet_s", "timm-inception_next_tiny",
+             "regnet_y_3_2gf", "efficientnet_b4", "wide_resnet101_2", "convnext_base", "efficientnet_v2_m",
+             "shufflenet_v2_x0_5", "vgg19_bn", "timm-resnet26d", "timm-lcnet_100", "timm-ghostnetv2_100",
+             "timm-selecsls42b", "timm-hrnet_w18_small"}
 
 
 @dataclass

@@ -58,7 +58,7 @@ DEFAULTS = {"device": "auto", "device_id": 0, "models": [], "sessions": 5, "warm
             "cupti_runs": 20, "budget_ms": 300.0, "min_loops": 20, "max_loops": 5000, "modes": ["e2e", "device"],
             "cudnn_conv_algo_search": "EXHAUSTIVE", "trace_sessions": 1, "out": "timeline", "seed": 0, "threads": 0,
             "keep_going": False, "model_list": "", "calibrate": True, "calib_budget_ms": 8.0, "clean_labels": True,
-            "clean_sessions": 0}
+            "clean_sessions": 0, "settle_max_s": 60.0}
 CONFIG = paths.REPO / "benchmark" / "trace_run.yaml"   # this tool's own config (collector's is config.yaml)
 RUN_MARKER = "hase_trace_run"
 BEFORE, AFTER = "(before Execute)", "(after Execute)"
@@ -440,7 +440,7 @@ def clean_pass(models: list, cfg: dict, out: Path, log, device: str = "cuda") ->
            "--log-level", "WARNING", "--set", f"models=[{', '.join(str(m) for m in models)}]"]
     cmd += ["--set", f"sessions={cfg.get('clean_sessions') or cfg['sessions']}"]
     for k in ("warmup", "budget_ms", "min_loops", "max_loops", "cudnn_conv_algo_search", "threads",
-              "seed", "device_id", "calib_budget_ms", "profiled_runs"):
+              "seed", "device_id", "calib_budget_ms", "profiled_runs", "settle_max_s"):
         cmd += ["--set", f"{k}={cfg[k]}"]
     cmd += ["--set", f"out={csv_path}"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(paths.REPO), os.environ.get("PYTHONPATH")])))

@@ -257,7 +257,8 @@ def test_clean_labels_come_from_a_process_that_never_imports_torch(tmp_path):
     mp = tmp_path / "tiny_bs1.onnx"
     onnx.save(m, mp)
     cfg = {"sessions": 2, "warmup": 2, "budget_ms": 5.0, "min_loops": 3, "max_loops": 100,
-           "cudnn_conv_algo_search": "EXHAUSTIVE", "threads": 1, "seed": 0, "device_id": 0, "calib_budget_ms": 2.0, "profiled_runs": 2}
+           "cudnn_conv_algo_search": "EXHAUSTIVE", "threads": 1, "seed": 0, "device_id": 0, "calib_budget_ms": 2.0, "profiled_runs": 2,
+           "settle_max_s": 0.0}
     got = clean_pass([mp], cfg, tmp_path, get_logger("test"), device="cpu")
     assert set(got) == {("tiny_bs1", "0"), ("tiny_bs1", "1")}
     row = got[("tiny_bs1", "0")]
@@ -297,3 +298,24 @@ def test_clean_labels_are_the_label_and_set_cuptis_cost_per_launch(tmp_path):
     assert cupti_launch_us(s, 0.5, lab["e2e_ms"]) == pytest.approx(5.0)           # against the clean label
     with pytest.raises(HaseError, match="dispatch-bound"):
         cupti_launch_us(s.iloc[2:], 0.5, lab["e2e_ms"])
+
+
+def test_clean_labels_wait_for_a_steady_host_first(monkeypatch):
+    """The clean process's first labels: it repeats the host calibration until 3 readings in a row agree within 10%
+    (machine j read 13-16 us per node for a minute after the export, then 7.1-7.6), and gives up at settle_max_s."""
+    from benchmark import clean_labels as cl
+    from benchmark import host_calibration as hc
+    from utils.logger import get_logger
+
+    class Fake:
+        def __init__(self, seq):
+            self.seq = list(seq)
+
+        def host(self, budget_ms):
+            return self.seq.pop(0)
+    monkeypatch.setattr(hc, "host_index", lambda r: r)
+    monkeypatch.setattr(cl.time, "sleep", lambda s: None)
+    got = cl.settle(Fake([15.0, 14.0, 7.2, 7.3, 7.1, 99.0]), {"settle_max_s": 60.0, "calib_budget_ms": 1.0},
+                    get_logger("test"))
+    assert got == [15.0, 14.0, 7.2, 7.3, 7.1]                        # stopped at the first steady three
+    assert cl.settle(Fake([]), {"settle_max_s": 0.0, "calib_budget_ms": 1.0}, get_logger("test")) == []  # off

@@ -34,17 +34,17 @@ from pathlib import Path
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from utils.progress import progress  # noqa: E402
+from hase.utils.progress import progress  # noqa: E402
 
-from inference import timeline_model as tm  # noqa: E402
-from inference.predict_model_latency import BG, check_ep, load_timeline_model, prepare_record  # noqa: E402
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args, save_resolved  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
-from utils.metrics import accuracy, error_pct  # noqa: E402
-from utils.ort_session import device_slug, provenance, resolve_device  # noqa: E402
-from utils.plots import save_png  # noqa: E402
+from hase.inference import timeline_model as tm  # noqa: E402
+from hase.inference.predict_model_latency import BG, check_ep, load_timeline_model, prepare_record  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args, save_resolved  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
+from hase.utils.metrics import accuracy, error_pct  # noqa: E402
+from hase.utils.ort_session import device_slug, provenance, resolve_device  # noqa: E402
+from hase.utils.plots import save_png  # noqa: E402
 
 DEFAULTS = {"device": "auto", "predictor_dir": "", "timeline_model": "", "bandwidth_table": "",
             "levels": [0.0], "stressor_mode": "matmul", "loads": [], "settle_s": 2.0, "bg_sample_s": 0.3, "warmup": 10,
@@ -92,7 +92,7 @@ def node_times_beside(csv_path: Path):
 
 def find_record(records_dir: Path, model: str, device: str) -> dict:
     """The model's phase 2 record: a folder of <model>.<device>.json[.gz] or one records.json.xz."""
-    from graph_model.dag_critical_path import load_records
+    from hase.graph_model.dag_critical_path import load_records
     if not str(records_dir).endswith(".json.xz") and not any(
             (Path(records_dir) / f"{model}.{device}.{x}").exists() for x in ("json", "json.gz")):
         raise HaseError(f"no kernel record for model {model} (phase 2)", records_dir)
@@ -156,7 +156,7 @@ def check_idle_load(idle_load: dict, n: int, busy_max: float, source) -> None:
     """The fit's idle reference must be idle: the median busy field of its idle cases <= busy_max (a fraction),
     else HaseError naming the field, its value and the threshold (a loaded baseline made the 'idle' prediction 3x
     the loaded one)."""
-    from benchmark.gpu_metrics import busy_reading, not_idle
+    from hase.benchmark.gpu_metrics import busy_reading, not_idle
     field, value, frac = busy_reading(idle_load, BG)
     if frac is not None and frac > busy_max and busy_max < 1:
         raise HaseError("the idle cases of the fit were measured under load: bg_" + not_idle(
@@ -312,17 +312,17 @@ def loao_line(arch: str, m: dict) -> str:
 # ---------- live ----------
 def live_loads(cfg: dict) -> list:
     """Collector-style loads: `loads` if given (stressor levels and co-runners), else `levels`."""
-    from benchmark.collector import parse_loads
+    from hase.benchmark.collector import parse_loads
     return parse_loads({"loads": cfg["loads"], "stress_levels": cfg["levels"], "stressor_mode": cfg["stressor_mode"]})
 
 
 def cases_live(targets: list, device: str, cfg: dict, predictor, model) -> pd.DataFrame:
     """Measure each target under each load the way phase 4 measures models (collector.measure_item:
     session, background sample while it is idle, warm-up, timed loop), then predict it."""
-    from benchmark.collector import check_label_sessions, make_load, measure_item
-    from benchmark.gpu_metrics import make_source
-    from benchmark.ort_kernel_runner import profile_node_times
-    from inference.predict_model_latency import analyse
+    from hase.benchmark.collector import check_label_sessions, make_load, measure_item
+    from hase.benchmark.gpu_metrics import make_source
+    from hase.benchmark.ort_kernel_runner import profile_node_times
+    from hase.inference.predict_model_latency import analyse
     actual = actual_column(cfg, "evaluator config")  # a bad statistic fails before any measurement
     n_sessions = check_label_sessions(cfg["label_sessions"])
     fields = [f[len(BG):] for f in predictor.load_fields]
@@ -438,7 +438,7 @@ def main() -> int:
     args = p.parse_args()
     cfg = from_args(args, DEFAULTS)
     log = get_logger("evaluator", args.log_level)
-    from benchmark.collector import check_label_sessions
+    from hase.benchmark.collector import check_label_sessions
     check_label_sessions(cfg["label_sessions"])
     if args.from_csv:
         for path in args.from_csv:  # inputs first: the predictor folder is named after the data's
@@ -449,7 +449,7 @@ def main() -> int:
     else:
         device = resolve_device(cfg["device"])
         slug = device_slug(device)
-    from training.train_kernel_model import load_predictor
+    from hase.training.train_kernel_model import load_predictor
     pdir = Path(cfg["predictor_dir"]) if cfg["predictor_dir"] else paths.train_models_dir() / slug
     predictor = load_predictor(pdir)
     device = device or predictor.device or "cuda"
@@ -462,7 +462,7 @@ def main() -> int:
         bw_path = Path(cfg["bandwidth_table"]) if cfg["bandwidth_table"] else \
             paths.bench_results_dir() / slug / "bandwidth_table.json"
         if bw_path.exists():
-            from benchmark.bandwidth import load_table
+            from hase.benchmark.bandwidth import load_table
             bw = load_table(bw_path)
         else:
             log.warning("no bandwidth table at %s: input/output copies are left to the fitted constant", bw_path)

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import numpy as np  # noqa: E402
 
-from benchmark.ort_kernel_runner import time_loop  # noqa: E402
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args, save_resolved  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
-from utils.ort_session import device_slug, provenance, resolve_device  # noqa: E402
+from hase.benchmark.ort_kernel_runner import time_loop  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args, save_resolved  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
+from hase.utils.ort_session import device_slug, provenance, resolve_device  # noqa: E402
 
 TABLE = "bandwidth_table.json"
 DIRECTIONS = ("h2d", "d2h")
@@ -85,7 +85,7 @@ def load_table(path: Path) -> dict:
 
 
 def measure_table(device: str, cfg: dict, log) -> dict:
-    from utils.progress import progress
+    from hase.utils.progress import progress
     sizes = [int(kb) * 1024 for kb in cfg["sizes_kb"] if not cfg["max_bytes"] or int(kb) * 1024 <= cfg["max_bytes"]]
     if len(sizes) < 2 or any(s < 4 for s in sizes):
         raise HaseError("sizes_kb must hold at least two sizes >= 1 KB (within max_bytes)")
@@ -109,7 +109,7 @@ def main() -> int:
     p = base_parser("Transfer model: host<->device copy time against bytes (latency = a*bytes + b)", "benchmark")
     p.add_argument("--out-file", type=Path, help=f"table path (default benchmark/results/<slug>/{TABLE})")
     args = p.parse_args()
-    from benchmark.collector import DEFAULTS
+    from hase.benchmark.collector import DEFAULTS
     cfg = from_args(args, DEFAULTS)
     bcfg = {**cfg["bandwidth"], "device_id": cfg["device_id"]}
     log = get_logger("benchmark", args.log_level)

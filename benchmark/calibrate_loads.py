@@ -17,16 +17,16 @@ import time
 from pathlib import Path
 
 
-from utils.progress import progress  # noqa: E402
+from hase.utils.progress import progress  # noqa: E402
 
-from benchmark.collector import DEFAULTS, make_load, parse_loads  # noqa: E402
-from benchmark.gpu_metrics import busy_reading, make_source, not_idle, wait_idle  # noqa: E402
-from benchmark.launch_probe import make_probe, probe, wait_per_launch_us  # noqa: E402
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args, save_resolved  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
-from utils.ort_session import device_slug, resolve_device  # noqa: E402
+from hase.benchmark.collector import DEFAULTS, make_load, parse_loads  # noqa: E402
+from hase.benchmark.gpu_metrics import busy_reading, make_source, not_idle, wait_idle  # noqa: E402
+from hase.benchmark.launch_probe import make_probe, probe, wait_per_launch_us  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args, save_resolved  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
+from hase.utils.ort_session import device_slug, resolve_device  # noqa: E402
 
 CSV_NAME, MD_NAME = "load_calibration.csv", "load_calibration.md"
 # columns of the Markdown table (the CSV has every field)

@@ -23,12 +23,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmark.ort_kernel_runner import make_runner, time_loop
-from utils.config import base_parser, from_args
-from utils.errors import HaseError, run_main
-from utils.logger import get_logger
-from utils.onnx_io import dummy_feed
-from utils.ort_session import make_session, resolve_device
+from hase.benchmark.ort_kernel_runner import make_runner, time_loop
+from hase.utils.config import base_parser, from_args
+from hase.utils.errors import HaseError, run_main
+from hase.utils.logger import get_logger
+from hase.utils.onnx_io import dummy_feed
+from hase.utils.ort_session import make_session, resolve_device
 
 DEFAULTS = {"device": "auto", "device_id": 0, "models": [], "sessions": 3, "warmup": 20, "budget_ms": 300.0,
             "min_loops": 20, "max_loops": 5000, "cudnn_conv_algo_search": "EXHAUSTIVE", "threads": 0, "seed": 0,
@@ -48,7 +48,7 @@ def done_rows(path: Path) -> set:
 def profiled(sess, run, cfg: dict, prof: str) -> dict:
     """trace_run's ORT-profiled runs without CUPTI (same order: warm-up with ORT's profiler on, the profiled
     runs, then plain timing): the node dispatch sums a process that never loads CUPTI reads."""
-    from debug.ort_profiler_kernel_sum import load_profile_events, parse_profile
+    from hase.debug.ort_profiler_kernel_sum import load_profile_events, parse_profile
     wall = []
     for _ in range(int(cfg["profiled_runs"])):
         t = time.perf_counter()
@@ -72,7 +72,7 @@ def settle(cal, cfg: dict, log) -> list:
     """Wait until the host is steady before the first label: on machine j the clean process that started right
     after the export and records stages read 13-16 us per node for its first minute, then 7.1-7.6. Repeats the host
     calibration until 3 readings in a row are within 10% of each other, at most `settle_max_s`. Returns the readings."""
-    from benchmark.host_calibration import host_index
+    from hase.benchmark.host_calibration import host_index
     t0, got = time.perf_counter(), []
     while time.perf_counter() - t0 < float(cfg["settle_max_s"]):
         got.append(host_index(cal.host(cfg["calib_budget_ms"])))
@@ -92,7 +92,7 @@ def measure(models: list, cfg: dict, log) -> int:
     device = resolve_device(cfg["device"], cfg["device_id"])
     done = done_rows(out)
     cuda_opts = {"cudnn_conv_algo_search": cfg["cudnn_conv_algo_search"]} if device == "cuda" else None
-    from benchmark.host_calibration import Calibrator, host_index
+    from hase.benchmark.host_calibration import Calibrator, host_index
     cal = Calibrator(device, cfg["device_id"], cfg["threads"])
     settle(cal, cfg, log)
     new = not out.exists()

@@ -38,19 +38,19 @@ from types import SimpleNamespace
 
 import numpy as np  # noqa: E402
 
-from utils.progress import progress  # noqa: E402
+from hase.utils.progress import progress  # noqa: E402
 
-from benchmark.corunners import CORUNNERS, CorunnerLoad  # noqa: E402
-from benchmark.gpu_metrics import busy_reading, make_source, not_idle, snapshot, wait_idle  # noqa: E402
-from benchmark.ort_kernel_runner import MODES, RUNNER_DEFAULTS, make_runner, profile_node_times, time_loop  # noqa: E402
-from benchmark.stressor import MODES as STRESS_MODES  # noqa: E402
-from benchmark.stressor import Stressor, check_intensity  # noqa: E402
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args, save_resolved  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
-from utils.onnx_io import dummy_feed  # noqa: E402
-from utils.ort_session import device_slug, make_session, provenance, resolve_device  # noqa: E402
+from hase.benchmark.corunners import CORUNNERS, CorunnerLoad  # noqa: E402
+from hase.benchmark.gpu_metrics import busy_reading, make_source, not_idle, snapshot, wait_idle  # noqa: E402
+from hase.benchmark.ort_kernel_runner import MODES, RUNNER_DEFAULTS, make_runner, profile_node_times, time_loop  # noqa: E402
+from hase.benchmark.stressor import MODES as STRESS_MODES  # noqa: E402
+from hase.benchmark.stressor import Stressor, check_intensity  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args, save_resolved  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
+from hase.utils.onnx_io import dummy_feed  # noqa: E402
+from hase.utils.ort_session import device_slug, make_session, provenance, resolve_device  # noqa: E402
 
 DEFAULTS = {
     "device": "auto", "device_id": 0,
@@ -573,7 +573,7 @@ def main() -> int:
             lg.close()
     if n_done < n_todo:
         log.info("time budget reached after %d of %d items; run again to continue", n_done, n_todo)
-    from benchmark.report import write_report
+    from hase.benchmark.report import write_report
     log.info("wrote %s, %s, %s and %s", kernels_csv, models_csv, nodes_csv, write_report(out_dir))
     return 0
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-from benchmark.stressor import ManagedLoad, check_intensity, duty_cycle, guard_child, idle, signal_ready  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
+from hase.benchmark.stressor import ManagedLoad, check_intensity, duty_cycle, guard_child, idle, signal_ready  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import yaml
 
-from utils import paths
-from utils.errors import HaseError
+from hase.utils import paths
+from hase.utils.errors import HaseError
 
 JOBS = paths.REPO / "benchmark" / "gpu_jobs.yaml"
 REQUIRED = ("script", "what", "inputs", "outputs", "device_minutes", "resume")
@@ -235,5 +235,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from utils.errors import run_main
+    from hase.utils.errors import run_main
     run_main(main)

@@ -30,7 +30,7 @@ from collections import deque, namedtuple
 
 import numpy as np
 
-from utils.errors import HaseError
+from hase.utils.errors import HaseError
 
 NVML_FIELDS = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_SM_CLOCK",
                "DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_FB_USED")

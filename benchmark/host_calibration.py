@@ -37,12 +37,12 @@ from pathlib import Path
 import numpy as np  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from benchmark.ort_kernel_runner import make_runner, time_loop  # noqa: E402
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
-from utils.ort_session import make_session, provenance, resolve_device  # noqa: E402
+from hase.benchmark.ort_kernel_runner import make_runner, time_loop  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
+from hase.utils.ort_session import make_session, provenance, resolve_device  # noqa: E402
 
 CONFIG = Path(__file__).resolve().parent / "host_calibration.yaml"
 DEFAULTS = {"device": "auto", "device_id": 0, "threads": 0, "budget_ms": 40.0, "warmup": 20, "out": ""}
@@ -254,7 +254,7 @@ class Calibrator:
                           compute=self.compute(5 * budget_ms), threads=self.threads, layout=host_layout(),
                           provenance=provenance(self.device, self.device_id), time_unix=time.time())
         if self.device == "cuda":
-            from benchmark.trace_run import sm_clock_mhz
+            from hase.benchmark.trace_run import sm_clock_mhz
             cal.sm_clock_mhz = sm_clock_mhz(self.device_id)
         cal.took_s = time.perf_counter() - t0
         return cal

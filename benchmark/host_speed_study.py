@@ -34,10 +34,10 @@ from pathlib import Path
 
 import numpy as np  # noqa: E402
 
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
 
 DEFAULTS = {"device": "cuda", "device_id": 0, "models": [], "reps": 4, "warmup": 10, "budget_ms": 150.0,
             "min_loops": 20, "calib_budget_ms": 20.0, "conditions": ["default", "gpu_node", "other_node", "one_core",
@@ -184,10 +184,10 @@ def spin(cpus: list) -> list:
 
 def worker(spec: dict) -> list:
     """Calibrate, then time each model; rows tagged with the CPU and clock the process ran at."""
-    from benchmark.host_calibration import Calibrator, host_index
-    from benchmark.ort_kernel_runner import make_runner, time_loop
-    from utils.onnx_io import dummy_feed
-    from utils.ort_session import make_session
+    from hase.benchmark.host_calibration import Calibrator, host_index
+    from hase.benchmark.ort_kernel_runner import make_runner, time_loop
+    from hase.utils.onnx_io import dummy_feed
+    from hase.utils.ort_session import make_session
     dev, did, threads = spec["device"], spec["device_id"], spec["threads"]
     cpu0, mhz0, busy0 = current_cpu(), cpu_mhz(max(current_cpu(), 0)), busy_cpu_pct()
     cal = Calibrator(dev, did, threads)
@@ -216,7 +216,7 @@ def run_worker(cond: dict, spec: dict, lay: dict, timeout_s: float = 300.0) -> l
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(spec)]
     if cond["membind"] is not None and lay["numactl"]:
         cmd = [lay["numactl"], f"--membind={cond['membind']}", *cmd]
-    env = dict(os.environ, PYTHONPATH=str(paths.REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = paths.child_env()
     load = spin(cond["load"])
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env,
@@ -359,7 +359,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     lay = layout(cfg["device_id"])
     pl = plan(lay, cfg["conditions"])
-    from utils.ort_session import provenance
+    from hase.utils.ort_session import provenance
     (out / "machine.json").write_text(json.dumps({**lay, "skipped": pl["skipped"], "plan": pl["conditions"],
                                                   "provenance": provenance(cfg["device"], cfg["device_id"]),
                                                   "models": [Path(m).stem for m in models]}, default=str))

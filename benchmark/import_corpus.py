@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.paths import atomic_write_bytes, atomic_write_text  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.paths import atomic_write_bytes, atomic_write_text  # noqa: E402
 
 NODE_COLS = ["model", "session", "node", "op", "host_us", "gpu_us", "launches", "cudnn_conv_algo_search"]
 

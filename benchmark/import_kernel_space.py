@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.paths import atomic_write_bytes, atomic_write_text  # noqa: E402
-from utils.tables import read_csv_checked  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.paths import atomic_write_bytes, atomic_write_text  # noqa: E402
+from hase.utils.tables import read_csv_checked  # noqa: E402
 
 KERNELS = "kernels.csv.xz"
 # a later, large sample: what phase 5's features and labels read, 5 significant digits (the tree travels to the GPU)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.paths import atomic_write_bytes, atomic_write_text  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.paths import atomic_write_bytes, atomic_write_text  # noqa: E402
 
 
 def kernel_table(nodes: pd.DataFrame) -> pd.DataFrame:

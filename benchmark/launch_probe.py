@@ -10,8 +10,8 @@ of N one-element Relu kernels (GPU-resident, IOBinding) is N launches onto an id
 import numpy as np
 from onnx import TensorProto, helper
 
-from benchmark.ort_kernel_runner import make_runner, time_loop
-from utils.ort_session import make_session
+from hase.benchmark.ort_kernel_runner import make_runner, time_loop
+from hase.utils.ort_session import make_session
 
 N_LAUNCHES = 16
 

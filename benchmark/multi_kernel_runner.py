@@ -44,21 +44,21 @@ import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 from onnx import compose, helper  # noqa: E402
 
-from benchmark.collector import DEFAULTS as COLLECTOR_DEFAULTS  # noqa: E402
-from benchmark.collector import KERNEL_COLS, RUN_COLS, TAIL_COLS, CsvLog, kernel_features, latency_cols  # noqa: E402
-from benchmark.collector import lock_dir, one_line, read_rows  # noqa: E402
-from benchmark.gpu_metrics import make_source, snapshot  # noqa: E402
-from benchmark.ort_kernel_runner import make_runner, stats, time_loop  # noqa: E402
-from debug.ort_profiler_kernel_sum import attribute_gpu_ops, kineto_events, load_profile_events, parse_profile  # noqa: E402
-from kernel_model.kernel_builder import kernel_filename, kernel_id, kernel_to_onnx, load_record  # noqa: E402
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args, save_resolved  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
-from utils.onnx_io import dummy_feed  # noqa: E402
-from utils.ort_session import device_slug, make_session, provenance, resolve_device  # noqa: E402
-from utils.progress import progress  # noqa: E402
-from utils.tables import read_csv_checked  # noqa: E402
+from hase.benchmark.collector import DEFAULTS as COLLECTOR_DEFAULTS  # noqa: E402
+from hase.benchmark.collector import KERNEL_COLS, RUN_COLS, TAIL_COLS, CsvLog, kernel_features, latency_cols  # noqa: E402
+from hase.benchmark.collector import lock_dir, one_line, read_rows  # noqa: E402
+from hase.benchmark.gpu_metrics import make_source, snapshot  # noqa: E402
+from hase.benchmark.ort_kernel_runner import make_runner, stats, time_loop  # noqa: E402
+from hase.debug.ort_profiler_kernel_sum import attribute_gpu_ops, kineto_events, load_profile_events, parse_profile  # noqa: E402
+from hase.kernel_model.kernel_builder import kernel_filename, kernel_id, kernel_to_onnx, load_record  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args, save_resolved  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
+from hase.utils.onnx_io import dummy_feed  # noqa: E402
+from hase.utils.ort_session import device_slug, make_session, provenance, resolve_device  # noqa: E402
+from hase.utils.progress import progress  # noqa: E402
+from hase.utils.tables import read_csv_checked  # noqa: E402
 
 CONFIG = paths.REPO / "benchmark" / "multi_kernel.yaml"
 MODE = "node"
@@ -244,7 +244,7 @@ def measure_pack(items: list, device: str, cfg: dict, source, built=None) -> dic
         start_ts = time.time()
         kin = None
         if device == "cuda":
-            from benchmark.trace_run import cupti_pass, rename_marker
+            from hase.benchmark.trace_run import cupti_pass, rename_marker
             kin = rename_marker(cupti_pass(fn, int(cfg["runs"]), cfg["device_id"]))
         else:
             for _ in range(int(cfg["runs"])):

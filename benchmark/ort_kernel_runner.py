@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.onnx_io import NAME_OF_ORT, dummy_feed  # noqa: E402
-from utils.ort_session import make_session, resolve_device  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.onnx_io import NAME_OF_ORT, dummy_feed  # noqa: E402
+from hase.utils.ort_session import make_session, resolve_device  # noqa: E402
 
 MODES = ("e2e", "device")
 RUNNER_DEFAULTS = {"warmup": 10, "budget_ms": 100.0, "min_loops": 10, "max_loops": 10000}

@@ -19,13 +19,13 @@ from pathlib import Path
 import numpy as np  # noqa: E402
 from onnx import TensorProto, helper  # noqa: E402
 
-from benchmark.ort_kernel_runner import make_runner, stats, time_loop  # noqa: E402
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args, save_resolved  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
-from utils.onnx_io import dummy_feed  # noqa: E402
-from utils.ort_session import device_slug, make_session, provenance, resolve_device  # noqa: E402
+from hase.benchmark.ort_kernel_runner import make_runner, stats, time_loop  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args, save_resolved  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
+from hase.utils.onnx_io import dummy_feed  # noqa: E402
+from hase.utils.ort_session import device_slug, make_session, provenance, resolve_device  # noqa: E402
 
 DEFAULTS = {"device": "auto", "device_id": 0, "warmup": 3, "runs": 10,
             # per device: sizes that keep one run well above launch costs (GPU) and under a second (CPU)

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pandas as pd  # noqa: E402
 
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
-from utils.ort_session import device_slug, resolve_device  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
+from hase.utils.ort_session import device_slug, resolve_device  # noqa: E402
 
 REPORT = "profiling_report.txt"
 LAT = "latency_device_ms_median"
@@ -150,7 +150,7 @@ def kernel_space_section(res: Path) -> str:
                          f"{bool(i.get('prefetch'))}): {i['kernels_measured']} kernels in {i['wall_s']:.0f} s = "
                          f"{i['kernels_per_s']:.1f} kernel measurements/s")
     if sorted(ks.glob("repeat_*.csv*")):
-        from benchmark.import_kernel_space import repeat_difference
+        from hase.benchmark.import_kernel_space import repeat_difference
         a = pd.concat([pd.read_csv(t, usecols=["Kernel_ID", "latency_node_ms_median"]) for t in tables])
         first = a.drop_duplicates("Kernel_ID").set_index("Kernel_ID")["latency_node_ms_median"]
     for r in sorted(ks.glob("repeat_*.csv*")):
@@ -206,7 +206,7 @@ def write_report(res: Path) -> Path:
 
 
 def main() -> int:
-    from benchmark.collector import DEFAULTS
+    from hase.benchmark.collector import DEFAULTS
     p = base_parser("Write profiling_report.txt for a phase 4 results folder", "benchmark")
     args = p.parse_args()
     cfg = from_args(args, DEFAULTS)

@@ -44,7 +44,7 @@ if [ "${RECORDS:-0}" = 1 ]; then
   python3 - "$JOB" <<'PY'
 import json, lzma, sys
 from pathlib import Path
-from utils import paths
+from hase.utils import paths
 recs = {p.name[:-len(".cuda.json")]: json.loads(p.read_text()) for p in sorted(paths.kernel_record_dir().glob("*.cuda.json"))}
 Path(sys.argv[1], "records.json.xz").write_bytes(lzma.compress(json.dumps(recs).encode()))
 print("records:", len(recs))
@@ -66,7 +66,7 @@ trace() { python3 benchmark/trace_run.py --device cuda --set "model_list=$1" --s
   --set out=corpus --set keep_going=true --set trace_sessions=0 --set warmup=5 --set profiled_runs=3 \
   --set cupti_runs=6 --set budget_ms=60 --set min_loops=5 --set "clean_sessions=$CS" 2>&1 | quiet; }
 if [ "${LABELS_ONLY:-0}" = 1 ]; then  # labels only: CLEAN_SESSIONS clean sessions of every model, no trace
-  R=$HASE_HOME/benchmark/results/$(python3 -c "from utils.ort_session import device_slug; print(device_slug('cuda', 0))")/corpus
+  R=$HASE_HOME/benchmark/results/$(python3 -c "from hase.utils.ort_session import device_slug; print(device_slug('cuda', 0))")/corpus
   mkdir -p "$R"
   python3 benchmark/clean_labels.py --device cuda --set "model_list=$JOB/trace_order.txt" --set "sessions=$(( CS > 0 ? CS : 1 ))" \
     --set warmup=5 --set budget_ms=60 --set min_loops=5 --set profiled_runs=3 --set "out=$R/clean_sessions.csv" 2>&1 | quiet \

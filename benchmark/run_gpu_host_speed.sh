@@ -25,7 +25,7 @@ python3 benchmark/host_speed_study.py --device cuda --set "models=[$M/cnn_mobile
 python3 - "$OUTD" <<'PY'
 import sys, json
 from pathlib import Path
-from benchmark.host_speed_study import layout
+from hase.benchmark.host_speed_study import layout
 print("cgroup after:", Path("/sys/fs/cgroup/cpu.stat").read_text() if Path("/sys/fs/cgroup/cpu.stat").exists() else "-")
 PY
 } 2>&1 | tee "$OUTD/log.txt"

@@ -26,7 +26,7 @@ AREC=$SDIR/kspace_s${SEED}_adaptive.cuda.json
 RECORDS=(--record "$REC")
 if [ "${ZOO:-1}" = 1 ]; then   # the committed zoo records travel as one records.json.xz: one file per record here
   ZR=$HASE_HOME/zoo_records; mkdir -p "$ZR"
-  python3 -c "import json, sys; from utils.paths import read_json
+  python3 -c "import json, sys; from hase.utils.paths import read_json
 [open(f'{sys.argv[2]}/{m}.cuda.json', 'w').write(json.dumps(r)) for m, r in read_json(sys.argv[1], 'records').items()]" \
     ort_analysis/ort_kernel_record/nvidia-h200/records.json.xz "$ZR"
   RECORDS+=(--record "$ZR/*.cuda.json")

@@ -2,7 +2,7 @@
 POST /v1/place over 8 GPUs whose load comes from a real Prometheus (scraping a stand-in exporter of 8 GPUs' DCGM
 fields). Needs the `prometheus` binary (Debian package 'prometheus'), fastapi and uvicorn.
 
-  python -m benchmark.serve_bench [--rate 50] [--seconds 30] [--place 200] [--out benchmark/results/serve]
+  python -m hase.benchmark.serve_bench [--rate 50] [--seconds 30] [--place 200] [--out benchmark/results/serve]
 
 The server runs in its own process (`hase serve`, one uvicorn worker); requests are open-loop at --rate (each sent
 at its scheduled time by a pool of client threads, latency = response time of that request). Writes
@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np  # noqa: E402
 import requests  # noqa: E402
 
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.local_prometheus import free_port, start_prometheus  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.local_prometheus import free_port, start_prometheus  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 RECORDS = REPO / "ort_analysis" / "ort_kernel_record" / "nvidia-h200" / "records.json.xz"
@@ -87,7 +87,7 @@ def main() -> int:
     if shutil.which("prometheus") is None:
         raise HaseError("the prometheus binary is needed (Debian package 'prometheus')")
     from prometheus_client import CollectorRegistry, Gauge, start_http_server
-    from graph_model.dag_critical_path import records_in_file
+    from hase.graph_model.dag_critical_path import records_in_file
     record = records_in_file(str(RECORDS))[args.model]
     tmp = Path(tempfile.mkdtemp(prefix="hase_bench_"))
     reg = CollectorRegistry()
@@ -160,7 +160,7 @@ def main() -> int:
     (args.out / "report.md").write_text(
         f"# `hase serve` latency ({machine['date_utc']}, {machine['cpu_cores_logical']} logical cores, load average "
         f"{machine['load_avg_1m_at_end']:.1f} at the end)\n\n"
-        f"`python -m benchmark.serve_bench` (server: one uvicorn worker; model {args.model}, {len(record['kernels'])} "
+        f"`python -m hase.benchmark.serve_bench` (server: one uvicorn worker; model {args.model}, {len(record['kernels'])} "
         f"kernels, analysed once; the {args.target} shipped predictor). /v1/place reads 8 GPUs' load from a real Prometheus "
         f"scraping a stand-in exporter.\n\n| request | n | rate/s | p50 ms | p99 ms | max ms |\n|---|---|---|---|---|---|\n"
         + "\n".join(rows) + "\n\nTargets: /v1/predict p99 <= 50 ms at 50 req/s; /v1/place over 8 GPUs p99 <= 200 ms.\n")

@@ -28,13 +28,13 @@ from pathlib import Path
 import psutil  # noqa: E402
 import requests  # noqa: E402
 
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args  # noqa: E402
-from utils import local_prometheus
-from utils.local_prometheus import free_port
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
-from utils.ort_session import device_slug, provenance, resolve_device  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args  # noqa: E402
+from hase.utils import local_prometheus
+from hase.utils.local_prometheus import free_port
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
+from hase.utils.ort_session import device_slug, provenance, resolve_device  # noqa: E402
 
 DEFAULTS = {"device": "cpu", "ticks": 1000, "period_s": 0.1, "probe_budget_ms": 0.08, "probe_max_runs": 20,
             "interval_s": 0.1, "scrape_s": 1.0, "max_s": 600.0, "rss_every_s": 5.0, "rss_growth_max_mib": 8.0,
@@ -73,7 +73,7 @@ def samples(url: str, metric: str, start: float, end: float) -> list:
 
 
 def check(cfg: dict) -> None:
-    from inference.node_agent import MAX_DUTY
+    from hase.inference.node_agent import MAX_DUTY
     for k in ("ticks", "period_s", "probe_budget_ms", "interval_s", "scrape_s", "max_s", "rss_every_s"):
         if not float(cfg[k]) > 0:
             raise HaseError(f"{k} must be > 0, got {cfg[k]!r}")
@@ -83,7 +83,7 @@ def check(cfg: dict) -> None:
 
 
 def soak(cfg: dict, device: str, log) -> dict:
-    from inference.node_agent import MAX_DUTY, NodeAgent
+    from hase.inference.node_agent import MAX_DUTY, NodeAgent
     port = free_port()
     sets = [f"period_s={cfg['period_s']:g}", f"probe_budget_ms={cfg['probe_budget_ms']:g}",
             f"probe_max_runs={int(cfg['probe_max_runs'])}", f"interval_s={cfg['interval_s']:g}", "idle_busy_max=1",

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 
-from utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
 
 MODES = ("matmul", "memcpy")
 PERIOD_MS = 20.0
@@ -119,7 +119,7 @@ class LoadProcess:
     def start(self) -> "LoadProcess":
         self._err = tempfile.TemporaryFile(mode="w+")
         cmd = [sys.executable, str(self.script), *self.args, "--parent-pid", str(os.getpid())]
-        from utils.paths import child_env
+        from hase.utils.paths import child_env
         env = child_env({**os.environ, **(self.env or {})})
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._err, stdin=subprocess.DEVNULL,
                                      env=env, text=True)

@@ -44,15 +44,15 @@ from pathlib import Path
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from benchmark.ort_kernel_runner import make_runner, time_loop  # noqa: E402
-from debug.ort_profiler_kernel_sum import (attribute_gpu_ops, kineto_events, load_profile_events,  # noqa: E402
+from hase.benchmark.ort_kernel_runner import make_runner, time_loop  # noqa: E402
+from hase.debug.ort_profiler_kernel_sum import (attribute_gpu_ops, kineto_events, load_profile_events,  # noqa: E402
                                            parse_profile, union_us)
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args, save_resolved  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
-from utils.onnx_io import dummy_feed  # noqa: E402
-from utils.ort_session import device_slug, make_session, provenance, resolve_device  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args, save_resolved  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
+from hase.utils.onnx_io import dummy_feed  # noqa: E402
+from hase.utils.ort_session import device_slug, make_session, provenance, resolve_device  # noqa: E402
 
 DEFAULTS = {"device": "auto", "device_id": 0, "models": [], "sessions": 5, "warmup": 20, "profiled_runs": 10,
             "cupti_runs": 20, "budget_ms": 300.0, "min_loops": 20, "max_loops": 5000, "modes": ["e2e", "device"],
@@ -306,7 +306,7 @@ def cupti_pass(run_fn, loops: int, device_id: int) -> dict:
 
 def rename_marker(trace: dict) -> dict:
     """debug's kineto_events looks for its own marker name; ours is RUN_MARKER."""
-    from debug import ort_profiler_kernel_sum as dbg
+    from hase.debug import ort_profiler_kernel_sum as dbg
     for ev in trace.get("traceEvents", []):
         if ev.get("name") == RUN_MARKER:
             ev["name"] = dbg.RUN_MARKER
@@ -372,7 +372,7 @@ def one_session(model_path: Path, device: str, cfg: dict, idx: int, label: dict,
            "ort_before_execute_us": median_of([r["before_execute_us"] for r in runs]),
            "ort_after_execute_us": median_of([r["after_execute_us"] for r in runs]), "process": PROCESS_TAG}
     if calib:
-        from benchmark.host_calibration import host_columns, host_index
+        from hase.benchmark.host_calibration import host_columns, host_index
         row.update(host_columns(calib, host_index(calib)))
     for mode, r in modes.items():
         row.update({f"{mode}_{k}": r[k] for k in ("mean_ms", "median_ms", "p10_ms", "p90_ms", "n")})
@@ -422,7 +422,7 @@ def _cleanup(tmp: Path, prof_path: Path) -> None:
 
 def kernel_labels(model_path: Path, device: str) -> dict:
     """{ORT node name: Hase kernel id} from the model's phase 2 record, when there is one."""
-    from ort_analysis.fusion_detector import record_path
+    from hase.ort_analysis.fusion_detector import record_path
     rp = record_path(model_path.stem, device)
     if not rp.exists():
         return {}
@@ -443,7 +443,7 @@ def clean_pass(models: list, cfg: dict, out: Path, log, device: str = "cuda") ->
               "seed", "device_id", "calib_budget_ms", "profiled_runs", "settle_max_s"):
         cmd += ["--set", f"{k}={cfg[k]}"]
     cmd += ["--set", f"out={csv_path}"]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(paths.REPO), os.environ.get("PYTHONPATH")])))
+    env = paths.child_env()
     t0 = time.perf_counter()
     r = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if r.returncode != 0:
@@ -511,7 +511,7 @@ def main() -> int:
     done = done_sessions(s_csv)
     calibrator = None
     if cfg["calibrate"]:  # this process's host and copy speed, once in full, then per session (host chains)
-        from benchmark.host_calibration import Calibrator
+        from hase.benchmark.host_calibration import Calibrator
         calibrator = Calibrator(device, cfg["device_id"], cfg["threads"])
         cal = calibrator.calibrate()
         d = json.loads((out / "calibration.json").read_text()) if (out / "calibration.json").exists() else {}
@@ -550,7 +550,7 @@ def main() -> int:
             srows.append(row)
             nrows += nodes
             if tl is not None:
-                from graph_model.overlap_simulator import write_chrome_trace
+                from hase.graph_model.overlap_simulator import write_chrome_trace
                 write_chrome_trace(tl, out / "traces" / f"{mp.stem}.measured.json")
         append_csv(s_csv, srows)
         append_csv(n_csv, [dict(r, cudnn_conv_algo_search=algo) for r in nrows])

@@ -23,12 +23,12 @@ from pathlib import Path
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
-from utils.plots import save_png  # noqa: E402
-from utils.tables import read_machine_csv  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
+from hase.utils.plots import save_png  # noqa: E402
+from hase.utils.tables import read_machine_csv  # noqa: E402
 
 DEFAULTS = {
     "sources": ["benchmark/results/nvidia-h200/timeline/machine_*"],  # machine folders (globs, repo-relative ok)

@@ -39,11 +39,11 @@ import time
 from pathlib import Path
 
 
-from utils import paths  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
-from utils.onnx_io import dummy_feed  # noqa: E402
-from utils.ort_session import make_session, provenance, resolve_device  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
+from hase.utils.onnx_io import dummy_feed  # noqa: E402
+from hase.utils.ort_session import make_session, provenance, resolve_device  # noqa: E402
 
 RUN_EVENT = "model_run"
 EXECUTE_SUFFIX = "Executor::Execute"      # SequentialExecutor::Execute (ParallelExecutor in old ORT)

@@ -27,8 +27,8 @@ from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trac
 from torch.utils.data import DataLoader, Dataset
 
 
-from utils import paths  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
 
 SCENARIOS = ["dataloader", "sync", "tiny_ops", "memory_churn"]
 IMAGE_SIZE = 64            # synthetic 3xHxW images

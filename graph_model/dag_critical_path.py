@@ -18,11 +18,11 @@ from pathlib import Path
 
 
 
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args, save_resolved  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
-from utils.onnx_io import nbytes  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args, save_resolved  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
+from hase.utils.onnx_io import nbytes  # noqa: E402
 
 # shared by both phase 6 scripts: graph_model/config.yaml holds the keys of both
 DEFAULTS = {

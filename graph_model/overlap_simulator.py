@@ -28,12 +28,12 @@ from pathlib import Path
 
 import networkx as nx  # noqa: E402
 
-from graph_model.dag_critical_path import (DEFAULTS, build_dag, execution_order, load_dag,  # noqa: E402
+from hase.graph_model.dag_critical_path import (DEFAULTS, build_dag, execution_order, load_dag,  # noqa: E402
                                            load_record)
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
 
 PARAMS = dict(DEFAULTS["overlap"])
 RESOURCE = {"overhead": "host", "dispatch": "host", "cpu_node": "host", "kernel": "gpu", "h2d": "copy", "d2h": "copy"}

@@ -19,7 +19,7 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from utils.errors import HaseError
+from hase.utils.errors import HaseError
 
 GPUS = ("nvidia-h200", "nvidia-h100")   # GPUs with a shipped predictor and timeline model
 _WARN_LOCK = threading.Lock()   # warnings.catch_warnings changes process-wide state: one at a time
@@ -57,7 +57,7 @@ def _plain(v):
 
 
 def _read_record(path: Path) -> dict:
-    from utils import paths
+    from hase.utils import paths
     rec = paths.read_json(path, "phase 2 record")
     if not isinstance(rec, dict) or not isinstance(rec.get("kernels"), list) or "device" not in rec:
         raise HaseError("not a phase 2 record (needs 'kernels' and 'device')", path)
@@ -76,7 +76,7 @@ _CUDA_OK = None
 def cuda_here() -> bool:
     global _CUDA_OK
     if _CUDA_OK is None:
-        from utils.ort_session import cuda_probe
+        from hase.utils.ort_session import cuda_probe
         _CUDA_OK = cuda_probe()[0]
     return _CUDA_OK
 
@@ -84,7 +84,7 @@ def cuda_here() -> bool:
 def analyse_onnx(onnx_path, device: str, cfg: dict) -> tuple:
     """(record, how) for the target EP. CUDA: a CUDA EP here, else the offline analysis
     (ort_analysis.offline_cuda.analyse), else a one-line error."""
-    from inference.runtime import analyse
+    from hase.inference.runtime import analyse
     path = Path(onnx_path)
     if not path.is_file():
         raise HaseError("file not found" if not path.exists() else "not a file", path)
@@ -93,7 +93,7 @@ def analyse_onnx(onnx_path, device: str, cfg: dict) -> tuple:
     if cuda_here():
         return analyse(path, "cuda", cfg), "ORT CUDA EP here"
     try:
-        from ort_analysis.offline_cuda import analyse as offline
+        from hase.ort_analysis.offline_cuda import analyse as offline
     except ImportError:
         raise HaseError("analysing a model for a GPU needs a working CUDA EP here or the offline CUDA-EP analysis "
                         "(ort_analysis.offline_cuda, not available); or pass a phase 2 record (.json) made on a GPU "
@@ -106,10 +106,10 @@ class Predictor:
     """Predictions for one target (a GPU or the CPU EP): its timeline model and kernel predictor, loaded once."""
 
     def __init__(self, target: str, timeline_model=None, predictor_dir=None, config=None):
-        from inference import timeline_model as tm
-        from inference.runtime import DEFAULTS, load_timeline_model, session_options
-        from utils import paths
-        from utils.config import _merge, resolve
+        from hase.inference import timeline_model as tm
+        from hase.inference.runtime import DEFAULTS, load_timeline_model, session_options
+        from hase.utils import paths
+        from hase.utils.config import _merge, resolve
         cfg = resolve(DEFAULTS, paths.phase_config("inference"))   # inference/config.yaml: Prometheus queries, probe
         if config:
             _merge(cfg, dict(config), "config")
@@ -120,7 +120,7 @@ class Predictor:
         self.cfg = cfg
         if target in ("cpu", "local-cpu") or str(target).startswith("cpu-"):
             self.device = "cpu"
-            from utils.ort_session import device_slug
+            from hase.utils.ort_session import device_slug
             self.slug = device_slug("cpu") if target in ("cpu", "local-cpu") else target
         else:
             self.device, self.slug = "cuda", target
@@ -136,9 +136,9 @@ class Predictor:
         pdir = tm.predictor_of(self.model, cfg["predictor_dir"]) or paths.train_models_dir() / self.slug
         self.predictor = None
         if (Path(pdir) / "manifest.json").exists():
-            from training.kernel_predictor import load_predictor
+            from hase.training.kernel_predictor import load_predictor
             self.predictor = load_predictor(pdir)
-            from inference.runtime import check_ep
+            from hase.inference.runtime import check_ep
             check_ep(self.predictor, self.device, pdir)
         elif not (self.model and self.model.get("gpu_table")):   # a CUPTI/line table needs no kernel predictor
             raise HaseError(self._missing_message(), pdir)
@@ -160,14 +160,14 @@ class Predictor:
                 f"that GPU, then `hase build-predictor`)")
 
     def _fields(self) -> list:
-        from inference import timeline_model as tm
+        from hase.inference import timeline_model as tm
         own = [f[3:] for f in self.predictor.load_fields] if self.predictor else []
         return list(dict.fromkeys(own + tm.load_fields_of(self.model, self.device)))
 
     # ---- inputs ------------------------------------------------------------------------------
     def idle_load(self) -> dict:
         """The load at which the timeline was measured: what `load=None` means."""
-        from inference import timeline_model as tm
+        from hase.inference import timeline_model as tm
         idle = dict((self.model or {}).get("idle_load", {}))
         for f in self.fields:
             idle.setdefault("bg_" + f, 0.0)
@@ -178,8 +178,8 @@ class Predictor:
     def check_load(self, load: dict, where: str = "load") -> tuple:
         """(load {bg_field: value}, wait info, warning or None) from {field: value} (with or without bg_): every field
         the predictor reads must be there and in its range (benchmark/gpu_metrics.FIELD_SPECS)."""
-        from benchmark.gpu_metrics import check_value
-        from inference.load_sources import BG, WAIT, launch_wait
+        from hase.benchmark.gpu_metrics import check_value
+        from hase.inference.load_sources import BG, WAIT, launch_wait
         if not isinstance(load, dict):
             raise HaseError(f"{where} must be an object {{field: value}}")
         got = {}
@@ -225,7 +225,7 @@ class Predictor:
         return self.analyse(path)
 
     def options(self, options=None) -> dict:
-        from inference.runtime import session_options
+        from hase.inference.runtime import session_options
         if options is None:
             return self.default_options
         if not isinstance(options, dict):
@@ -252,7 +252,7 @@ class Predictor:
 
     def prepared(self, record: dict) -> dict:
         """The record's load-independent timeline input (kernel times at idle), cached; do not modify it."""
-        from inference.runtime import prepare_record
+        from hase.inference.runtime import prepare_record
         key = record.get("_hase_key") or self._key_of(record)
         with self._lock:
             prep = self._preps.get(key)
@@ -270,7 +270,7 @@ class Predictor:
         None: idle, as measured) with session `options` (None: ORT's defaults). calibration: the target node's host
         calibration (benchmark/host_calibration.py profile, dict or path, or its host_index_us): host-side terms
         scaled by it (inference/machine_calibration.py); None: the training machines' host speed."""
-        from inference.runtime import predict_record
+        from hase.inference.runtime import predict_record
         record = self._record(model_or_record)
         if record.get("device") != self.device:
             raise HaseError(f"the record is analysed for the {record.get('device')} EP, this predictor is for the "
@@ -289,9 +289,9 @@ class Predictor:
             warns.append(w)
         model = self.model
         if calibration is not None and model is not None:
-            from inference import machine_calibration as mc
+            from hase.inference import machine_calibration as mc
             if isinstance(calibration, (str, Path)):
-                from benchmark.host_calibration import load_profile
+                from hase.benchmark.host_calibration import load_profile
                 calibration = load_profile(calibration)
             if (model.get("gpu_table") or {}).get("key") == "cpu":   # CPU EP: lines, per-node and fixed terms
                 scales, cw = mc.cpu_scales(model, calibration)
@@ -315,7 +315,7 @@ class Predictor:
         else:
             prep = self.prepared(record) if self.predictor is not None and "cpu_scales" not in model else None
             if prep is None:   # a table timeline (no kernel predictor, or CPU lines scaled): prepare without kernel times
-                from inference.timeline_model import prepared as tm_prepared
+                from hase.inference.timeline_model import prepared as tm_prepared
                 prep = tm_prepared(record, {k["id"]: 0.0 for k in record["kernels"]}, model)
                 prep.update(kernel_ms={k["id"]: 0.0 for k in record["kernels"]}, standalone_sum_ms=0.0, unseen_types=[])
             try:

@@ -15,19 +15,19 @@ from pathlib import Path
 
 # command -> (module whose main() it runs, what it does). Each script also runs as `python path/to/script.py`.
 COMMANDS = {
-    "pipeline": ("utils.pipeline", "the main job: every phase in order (utils/pipeline.py)"),
-    "export": ("model_zoo.torchvision_exporter", "phase 1: export torchvision models to ONNX"),
-    "analyse": ("ort_analysis.fusion_detector", "phase 2: the kernels ORT runs for a model, per EP"),
-    "collect": ("benchmark.collector", "phase 4: measure kernels and models under loads"),
-    "train": ("training.train_kernel_model", "phase 5: train the kernel predictor on phase 4's CSV"),
+    "pipeline": ("hase.utils.pipeline", "the main job: every phase in order (utils/pipeline.py)"),
+    "export": ("hase.model_zoo.torchvision_exporter", "phase 1: export torchvision models to ONNX"),
+    "analyse": ("hase.ort_analysis.fusion_detector", "phase 2: the kernels ORT runs for a model, per EP"),
+    "collect": ("hase.benchmark.collector", "phase 4: measure kernels and models under loads"),
+    "train": ("hase.training.train_kernel_model", "phase 5: train the kernel predictor on phase 4's CSV"),
     "predict": (None, "predict a model's session.run latency (Predictor API)"),
-    "evaluate": ("evaluator", "judge predictions against measurements (evaluator.py)"),
-    "agent": ("inference.node_agent", "node agent: DCGM fields + launch-wait probe for Prometheus"),
+    "evaluate": ("hase.evaluator", "judge predictions against measurements (evaluator.py)"),
+    "agent": ("hase.inference.node_agent", "node agent: DCGM fields + launch-wait probe for Prometheus"),
     "serve": ("hase.service", "the prediction service for schedulers (FastAPI on uvicorn)"),
-    "trace": ("benchmark.trace_run", "measured timelines of models in fresh sessions"),
-    "calibrate": ("benchmark.host_calibration", "this node's host dispatch, copy and CPU-EP speed (a profile JSON)"),
-    "build-predictor": ("training.build_predictor", "build a GPU's shipped compact predictor from its kernel space"),
-    "gpu-job": ("benchmark.gpu_job", "run a GPU job declared in benchmark/gpu_jobs.yaml (--list shows them)"),
+    "trace": ("hase.benchmark.trace_run", "measured timelines of models in fresh sessions"),
+    "calibrate": ("hase.benchmark.host_calibration", "this node's host dispatch, copy and CPU-EP speed (a profile JSON)"),
+    "build-predictor": ("hase.training.build_predictor", "build a GPU's shipped compact predictor from its kernel space"),
+    "gpu-job": ("hase.benchmark.gpu_job", "run a GPU job declared in benchmark/gpu_jobs.yaml (--list shows them)"),
 }
 
 
@@ -64,11 +64,11 @@ def predict_parser() -> argparse.ArgumentParser:
 
 def predict_main(argv) -> int:
     from hase.api import load_predictor
-    from inference.load_sources import AGE, TS, WAIT, load_from_file, load_from_prometheus
-    from inference.runtime import DEFAULTS, format_prediction, predict_record, write_trace
-    from utils import paths
-    from utils.config import parse_override, resolve
-    from utils.errors import HaseError
+    from hase.inference.load_sources import AGE, TS, WAIT, load_from_file, load_from_prometheus
+    from hase.inference.runtime import DEFAULTS, format_prediction, predict_record, write_trace
+    from hase.utils import paths
+    from hase.utils.config import parse_override, resolve
+    from hase.utils.errors import HaseError
     args = predict_parser().parse_args(argv)
     cfg = resolve(DEFAULTS, paths.phase_config("inference"), args.overrides)
     if not args.model.is_file():
@@ -78,7 +78,7 @@ def predict_main(argv) -> int:
     if args.gpu:
         target = args.gpu
     else:
-        from utils.ort_session import device_slug, resolve_device
+        from hase.utils.ort_session import device_slug, resolve_device
         dev = resolve_device(args.device or cfg["device"])
         target, local = ("cpu" if dev == "cpu" else device_slug("cuda")), True
     overrides = {}
@@ -96,10 +96,10 @@ def predict_main(argv) -> int:
         got = load_from_prometheus(pcfg, pred.fields, optional=(WAIT, AGE, TS))
         load = (*pred.check_load(got, f"prometheus {args.prometheus}"), f"prometheus {args.prometheus}")
         if args.calibration is None:   # the node agent's hase_calib_* gauges, when it exports them
-            from inference.machine_calibration import from_prometheus
+            from hase.inference.machine_calibration import from_prometheus
             calibration = from_prometheus(pcfg)
     elif local:
-        from inference.load_sources import current_load
+        from hase.inference.load_sources import current_load
         ld, src, info, w = current_load(cfg, pred.device, pred.fields)
         load = (ld, info, w, src)
     else:
@@ -127,7 +127,7 @@ def predict_main(argv) -> int:
 
 
 def main(argv=None) -> None:
-    from utils.errors import run_main
+    from hase.utils.errors import run_main
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(usage())

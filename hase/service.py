@@ -23,7 +23,7 @@ import threading
 import time
 from pathlib import Path
 
-from utils.errors import HaseError
+from hase.utils.errors import HaseError
 
 ANALYSES = {}          # analysis_id -> record (the process' cache; a restart forgets them)
 _ANALYSES_LOCK = threading.Lock()
@@ -53,7 +53,7 @@ def _prom_query(url: str, promql: str):
 def prometheus_load(pcfg: dict, fields: list, optional=()) -> dict:
     """inference.load_sources.load_from_prometheus, its queries sent at once: {field: value}; a required field
     without a query, a series or a number is an error naming it, an optional one is left out."""
-    from inference.load_sources import promql_of
+    from hase.inference.load_sources import promql_of
     url = pcfg["url"].rstrip("/")
     for f in fields:
         if f not in pcfg["queries"]:
@@ -240,7 +240,7 @@ def create_app(default_prometheus: str = "", default_target: str = "nvidia-h200"
         return None
 
     def prom_load(p, url, selector, field):
-        from inference.load_sources import AGE, TS, WAIT
+        from hase.inference.load_sources import AGE, TS, WAIT
         if not url:
             raise RequestError(422, field, f"{field}: no Prometheus URL (give one, or start the server with "
                                            f"--prometheus)")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Gauge, start_http_server  # noqa: E402
 
-from utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
 
 LABELS = ["gpu", "UUID", "device", "modelName", "Hostname"]
 
@@ -64,7 +64,7 @@ def main() -> int:
             gauges[f].labels(**labels).set(v)
         source = None
     else:
-        from benchmark.gpu_metrics import DCGM_FIELDS, make_source, snapshot
+        from hase.benchmark.gpu_metrics import DCGM_FIELDS, make_source, snapshot
         # it reads windows of interval_s for as long as it serves: keep a minute of samples, not KEEP_S's 10 minutes
         source = make_source({"source": "nvml", "fields": list(DCGM_FIELDS),
                               "keep_s": max(60.0, 4 * float(args.interval_s))}, "cuda", args.device_id)

@@ -33,19 +33,19 @@ from pathlib import Path
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from graph_model.dag_critical_path import io_bytes, load_records  # noqa: E402
-from inference import timeline_model as tm  # noqa: E402
-from inference.fit_measured_timeline import (clean_labels, copy_terms, cupti_launch_us, labels,  # noqa: E402
+from hase.graph_model.dag_critical_path import io_bytes, load_records  # noqa: E402
+from hase.inference import timeline_model as tm  # noqa: E402
+from hase.inference.fit_measured_timeline import (clean_labels, copy_terms, cupti_launch_us, labels,  # noqa: E402
                                              measured_host_table, node_medians, read_clean, read_machines,
                                              spread_factors)
-from inference import machine_calibration as mc  # noqa: E402
-from inference.node_model import NodeModel  # noqa: E402
-from model_zoo.corpus import load_split  # noqa: E402
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args, save_resolved  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
-from utils.metrics import accuracy  # noqa: E402
+from hase.inference import machine_calibration as mc  # noqa: E402
+from hase.inference.node_model import NodeModel  # noqa: E402
+from hase.model_zoo.corpus import load_split  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args, save_resolved  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
+from hase.utils.metrics import accuracy  # noqa: E402
 
 DEFAULTS = {"timeline_dirs": ["benchmark/results/nvidia-h200/corpus/machine_*"],
             "records": "ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz",

@@ -32,16 +32,16 @@ from pathlib import Path
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from graph_model.dag_critical_path import load_records  # noqa: E402
-from inference import machine_calibration as mc  # noqa: E402
-from inference import timeline_model as tm  # noqa: E402
-from inference.fit_measured_timeline import ZOO, gpu_table  # noqa: E402
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args, save_resolved  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
-from utils.metrics import accuracy  # noqa: E402
-from utils.tables import read_machines  # noqa: E402
+from hase.graph_model.dag_critical_path import load_records  # noqa: E402
+from hase.inference import machine_calibration as mc  # noqa: E402
+from hase.inference import timeline_model as tm  # noqa: E402
+from hase.inference.fit_measured_timeline import ZOO, gpu_table  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args, save_resolved  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
+from hase.utils.metrics import accuracy  # noqa: E402
+from hase.utils.tables import read_machines  # noqa: E402
 
 SLUG = "cpu-intel-r-xeon-r-processor"   # utils.ort_session.device_slug("cpu") on the H100 machine measured
 DEFAULTS = {"timeline_dirs": [f"benchmark/results/{SLUG}/timeline/machine_*"],
@@ -204,7 +204,7 @@ def main() -> int:
     default_dir = paths.train_models_dir() / SLUG
     if cfg["node_source"] == "kernel" or cfg["predictor_dir"] or (default_dir / "manifest.json").exists():
         # the packed-kernel predictor is the model or, where it was trained here, the baseline judged beside it
-        from training.train_kernel_model import load_predictor
+        from hase.training.train_kernel_model import load_predictor
         pdir = Path(cfg["predictor_dir"]) if cfg["predictor_dir"] else default_dir
         predictor = load_predictor(pdir)
     sources = [cfg["node_source"]] + [s for s in SOURCES if s != cfg["node_source"] and (s == "lines" or predictor)]

@@ -31,15 +31,15 @@ from pathlib import Path
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from graph_model.dag_critical_path import load_records  # noqa: E402
-from inference import timeline_model as tm  # noqa: E402
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args, save_resolved  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
-from utils.metrics import accuracy  # noqa: E402
-from utils.plots import save_png  # noqa: E402
-from utils.tables import read_machines  # noqa: E402
+from hase.graph_model.dag_critical_path import load_records  # noqa: E402
+from hase.inference import timeline_model as tm  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args, save_resolved  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
+from hase.utils.metrics import accuracy  # noqa: E402
+from hase.utils.plots import save_png  # noqa: E402
+from hase.utils.tables import read_machines  # noqa: E402
 
 DEFAULTS = {"interference_dirs": ["benchmark/results/nvidia-h200/interference/machine_*"],
             "records": "ort_analysis/ort_kernel_record/nvidia-h200/records.json.xz", "predictor_dir": "",
@@ -153,8 +153,8 @@ def prepare_all(records: dict, model: dict, predictor_dir: str) -> dict:
     """Prepared timelines; a model whose GPU time is the CUPTI table needs no kernel predictor."""
     if model.get("gpu_table"):
         return {m: tm.prepared(r, {}, model) for m, r in records.items()}
-    from inference.predict_model_latency import prepare_record
-    from training.train_kernel_model import load_predictor
+    from hase.inference.predict_model_latency import prepare_record
+    from hase.training.train_kernel_model import load_predictor
     pdir = tm.predictor_of(model, predictor_dir) or paths.train_models_dir() / "nvidia-h200"
     predictor = load_predictor(pdir)
     return {m: prepare_record(r, predictor, model) for m, r in records.items()}

@@ -30,14 +30,14 @@ from pathlib import Path
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from graph_model.dag_critical_path import io_bytes, load_records  # noqa: E402
-from inference import timeline_model as tm  # noqa: E402
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args, save_resolved  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
-from utils.metrics import accuracy  # noqa: E402
-from utils.tables import read_machines as read_tables  # noqa: E402
+from hase.graph_model.dag_critical_path import io_bytes, load_records  # noqa: E402
+from hase.inference import timeline_model as tm  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args, save_resolved  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
+from hase.utils.metrics import accuracy  # noqa: E402
+from hase.utils.tables import read_machines as read_tables  # noqa: E402
 
 ZOO = ["resnet18", "resnet34", "resnet50", "mobilenet_v2", "vgg11", "densenet121", "efficientnet_b0", "vit_b_16",
        "mobilenet_v3_small", "regnet_y_400mf", "convnext_tiny", "shufflenet_v2_x1_0"]
@@ -81,7 +81,7 @@ CLEAN_NEED = ["model", "session", "e2e_clean_median_ms", "clean_calib_host_index
 def read_clean(dirs: list, models=None) -> pd.DataFrame:
     """benchmark/clean_labels.py's sessions (clean_sessions.csv[.xz]) of every machine folder that has them, with a
     `machine` column; restricted to `models` when given. Empty when none has them."""
-    from utils.tables import read_machine_csv
+    from hase.utils.tables import read_machine_csv
     have = [d for d in dirs if paths.csv_or_gz(Path(d) / "clean_sessions.csv").exists()]
     if not have:
         return pd.DataFrame(columns=CLEAN_NEED + ["machine"])
@@ -323,7 +323,7 @@ def main() -> int:
     else:
         raise HaseError(f"copy_model must be wait or lines, not '{cfg['copy_model']}'")
     spread = spread_factors(tr_s, q)
-    from training.train_kernel_model import load_predictor
+    from hase.training.train_kernel_model import load_predictor
     pdir = Path(cfg["predictor_dir"]) if cfg["predictor_dir"] else paths.train_models_dir() / "nvidia-h200"
     predictor = load_predictor(pdir)
     idle_load = {f: 0.0 for f in predictor.load_fields}
@@ -344,7 +344,7 @@ def main() -> int:
                 {m: tm.gpu_table_us(records[m], model["gpu_table"]) for m in train})
     elif cfg["gpu_source"] != "predictor":
         raise HaseError(f"gpu_source must be cupti_table or predictor, not '{cfg['gpu_source']}'")
-    from inference.predict_model_latency import prepare_record
+    from hase.inference.predict_model_latency import prepare_record
     preps = {}
     for m in models:
         preps[m] = prepare_record(records[m], predictor, model)

@@ -15,16 +15,16 @@ from pathlib import Path
 
 import pandas as pd  # noqa: E402
 
-from graph_model.dag_critical_path import load_records  # noqa: E402
-from inference import timeline_model as tm  # noqa: E402
-from inference.fit_interference import prepare_all  # noqa: E402
-from inference.fit_measured_timeline import NEED_S, labels, predict  # noqa: E402
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args, save_resolved  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
-from utils.metrics import accuracy  # noqa: E402
-from utils.tables import read_machines  # noqa: E402
+from hase.graph_model.dag_critical_path import load_records  # noqa: E402
+from hase.inference import timeline_model as tm  # noqa: E402
+from hase.inference.fit_interference import prepare_all  # noqa: E402
+from hase.inference.fit_measured_timeline import NEED_S, labels, predict  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args, save_resolved  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
+from hase.utils.metrics import accuracy  # noqa: E402
+from hase.utils.tables import read_machines  # noqa: E402
 
 DEFAULTS = {"timeline_model": "inference/results/nvidia-h200/measured/timeline_model.json",
             "predictor_dir": "",      # the kernel predictor of a gpu_source=predictor model

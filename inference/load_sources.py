@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import requests
 
-from utils import paths
-from utils.errors import HaseError
+from hase.utils import paths
+from hase.utils.errors import HaseError
 
 BG = "bg_"
 WAIT, AGE, TS = "HASE_LAUNCH_WAIT_US", "HASE_LAUNCH_WAIT_AGE_S", "HASE_LAUNCH_WAIT_TIMESTAMP_S"
@@ -86,7 +86,7 @@ def load_from_prometheus(pcfg: dict, fields: list, optional=()) -> dict:
 def load_local(device: str, fields: list, cfg: dict) -> tuple:
     """(mean of each field over the sampled window, what the window was: its length, chunks, busy field and
     standard error), sampling as long as sampled_enough() asks."""
-    from benchmark.gpu_metrics import busy_reading, make_source
+    from hase.benchmark.gpu_metrics import busy_reading, make_source
     src = make_source({"source": "nvml" if device == "cuda" else "psutil", "fields": list(fields)}, device)
     src.start()
     try:
@@ -112,7 +112,7 @@ def probe_local(device: str, pcfg: dict) -> dict:
     """Run the launch-wait probe here for local_ms, against the configured idle reference."""
     if float(pcfg["idle_probe_us"]) <= 0:
         return {}  # no sound idle reference without one: the caller warns that the field is absent
-    from benchmark.launch_probe import make_probe, probe, wait_per_launch_us
+    from hase.benchmark.launch_probe import make_probe, probe, wait_per_launch_us
     run = make_probe(device, threads=1 if device == "cpu" else 0)
     mean_us = probe(run, float(pcfg["local_ms"]))["PROBE_RUN_US_MEAN"]
     return {WAIT: wait_per_launch_us(mean_us, float(pcfg["idle_probe_us"])), AGE: 0.0}
@@ -148,7 +148,7 @@ def current_load(cfg: dict, device: str, fields: list, metrics_file=None) -> tup
         got, window = load_local(device, fields, cfg)
         got.update(probe_local(device, cfg["probe"]))  # after the window, so the window does not see it
         src = describe_window(window)
-    from benchmark.gpu_metrics import check_value
+    from hase.benchmark.gpu_metrics import check_value
     where = metrics_file if metrics_file else src
     check_snapshot(got, where)
     missing = [f for f in fields if f not in got]
@@ -183,7 +183,7 @@ def sampled_enough(busy: list, elapsed_s: float, cfg: dict) -> tuple:
 
 def describe_window(w: dict) -> str:
     """'local sampling over 2.25 s (9 windows of 0.25 s; CPU_UTIL_PCT standard error 1.1 % points)'."""
-    from benchmark.gpu_metrics import BUSY_FIELDS, FIELD_SPECS
+    from hase.benchmark.gpu_metrics import BUSY_FIELDS, FIELD_SPECS
     out = f"local sampling over {w['load_window_s']:.2f} s ({w['load_windows']} windows of {SAMPLE_CHUNK_S:g} s"
     f = w.get("load_busy_field")
     if f and w["load_busy_se"] == w["load_busy_se"]:
@@ -196,7 +196,7 @@ def check_snapshot(got: dict, where) -> None:
     """Every known field of a load snapshot is checked against FIELD_SPECS, whether this predictor reads it or not
     (97 for a 0-1 ratio says the exporter is misconfigured: the fields it does read are suspect too); the names
     of unknown fields (a typo, another exporter's metric) come in one UnknownFieldWarning."""
-    from benchmark.gpu_metrics import FIELD_SPECS, check_value
+    from hase.benchmark.gpu_metrics import FIELD_SPECS, check_value
     for f, v in got.items():
         if f in FIELD_SPECS:
             check_value(f, v, where)

@@ -95,7 +95,7 @@ def machine_host_index_us(sessions) -> float:
 
 def from_prometheus(pcfg: dict):
     """The node agent's calibration as a profile-like dict {host_index_us, time_unix}; None when not exported."""
-    from inference.load_sources import load_from_prometheus
+    from hase.inference.load_sources import load_from_prometheus
     got = load_from_prometheus(pcfg, [], optional=("HASE_CALIB_HOST_INDEX_US", "HASE_CALIB_AGE_S"))
     if "HASE_CALIB_HOST_INDEX_US" not in got:
         return None

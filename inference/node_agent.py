@@ -55,15 +55,15 @@ from pathlib import Path
 import numpy as np  # noqa: E402
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server  # noqa: E402
 
-from benchmark.host_calibration import Calibrator, host_index  # noqa: E402
-from benchmark.launch_probe import N_LAUNCHES, make_probe, probe, wait_per_launch_us  # noqa: E402
-from benchmark.stressor import LoadProcess, guard_child, signal_ready  # noqa: E402
-from inference.dcgm_exporter import LABELS, gpu_labels, make_gauges, read_fixed  # noqa: E402
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
-from utils.ort_session import resolve_device  # noqa: E402
+from hase.benchmark.host_calibration import Calibrator, host_index  # noqa: E402
+from hase.benchmark.launch_probe import N_LAUNCHES, make_probe, probe, wait_per_launch_us  # noqa: E402
+from hase.benchmark.stressor import LoadProcess, guard_child, signal_ready  # noqa: E402
+from hase.inference.dcgm_exporter import LABELS, gpu_labels, make_gauges, read_fixed  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
+from hase.utils.ort_session import resolve_device  # noqa: E402
 
 CONFIG = Path(__file__).resolve().parent / "node_agent.yaml"
 MAX_DUTY = 0.001  # probe busy time / elapsed time: at most 0.1% of the GPU
@@ -161,7 +161,7 @@ def start_window(cfg: dict, source, fixed) -> dict:
     """The metrics window before the idle reference is measured at start: its busy field must be <= idle_busy_max
     (waiting up to idle_wait_s for such a window of idle_check_s); else HaseError naming the field, its value and
     the threshold (a reference under load made every exported wait read low). --fixed values are read as they are."""
-    from benchmark.gpu_metrics import busy_reading, not_idle, wait_idle
+    from hase.benchmark.gpu_metrics import busy_reading, not_idle, wait_idle
     busy_max = float(cfg["idle_busy_max"])
     if fixed is None:
         return wait_idle(source, busy_max, float(cfg["idle_check_s"]), float(cfg["idle_wait_s"]), "idle_busy_max",
@@ -191,7 +191,7 @@ def open_metrics(fixed, device: str, device_id: int, keep_s: float = 60.0) -> tu
     if fixed:
         values = read_fixed(fixed)
         return list(values), None, values
-    from benchmark.gpu_metrics import DCGM_FIELDS, PSUTIL_FIELDS, make_source
+    from hase.benchmark.gpu_metrics import DCGM_FIELDS, PSUTIL_FIELDS, make_source
     fields = list(DCGM_FIELDS if device == "cuda" else PSUTIL_FIELDS)
     source = make_source({"source": "auto", "fields": fields, "keep_s": keep_s}, device, device_id)
     source.start()
@@ -236,7 +236,7 @@ def calibration_gauges(cal, registry, labels, gauges: dict) -> None:
 
 
 def serve(cfg, args, device, registry, labels, fields, source, fixed, duty, log) -> int:
-    from benchmark.gpu_metrics import snapshot
+    from hase.benchmark.gpu_metrics import snapshot
     dcgm = make_gauges(fields, registry)
     gauges = {name: Gauge(name, doc, LABELS, registry=registry).labels(**labels) for name, doc in PROBE_GAUGES.items()}
     ticks = Counter("hase_launch_probe_ticks", "probe ticks run", LABELS, registry=registry).labels(**labels)

@@ -25,9 +25,9 @@ from pathlib import Path
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from training.features import feature_frame, type_vocabulary, UNSEEN_CODE, META_TYPE  # noqa: E402
-from utils import paths  # noqa: E402
-from utils.errors import HaseError  # noqa: E402
+from hase.training.features import feature_frame, type_vocabulary, UNSEEN_CODE, META_TYPE  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.errors import HaseError  # noqa: E402
 
 FORMAT = "hase.node_model/1"
 EXTRA = ["n_act_inputs", "in_rank", "out_rank", "log_act2_elems", "act2_last", "act2_prev", "out_last",

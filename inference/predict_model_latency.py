@@ -26,19 +26,19 @@ from pathlib import Path
 
 
 
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
-from utils.ort_session import device_slug, resolve_device  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
+from hase.utils.ort_session import device_slug, resolve_device  # noqa: E402
 
 # the runtime lives in library modules (inference/runtime.py, inference/load_sources.py); these names stay
 # importable from here
-from inference.load_sources import (AGE, BG, DCGM_ONLY, TS, WAIT, current_load, launch_wait,  # noqa: E402,F401
+from hase.inference.load_sources import (AGE, BG, DCGM_ONLY, TS, WAIT, current_load, launch_wait,  # noqa: E402,F401
                                     load_from_file, load_from_prometheus, load_local, probe_local, prom_value,
                                     promql_of, SAMPLE_CHUNK_S, UnknownFieldWarning, check_snapshot,
                                     describe_window, sampled_enough)
-from inference.runtime import (DEFAULTS, analyse, check_ep, check_provenance, format_prediction,  # noqa: E402,F401
+from hase.inference.runtime import (DEFAULTS, analyse, check_ep, check_provenance, format_prediction,  # noqa: E402,F401
                                load_timeline_model, predict_record, prepare_record, session_options, write_trace,
                                idle_above_loaded, spread_words)
 
@@ -59,7 +59,7 @@ def main() -> int:
         raise HaseError("file not found" if not args.model.exists() else "not a file", args.model)
     offline, offline_why = False, None
     if args.gpu:
-        from utils.ort_session import cuda_probe
+        from hase.utils.ort_session import cuda_probe
         if args.device == "cpu":
             raise HaseError("--gpu predicts for the CUDA EP; it cannot go with --device cpu")
         device, slug = "cuda", args.gpu
@@ -68,8 +68,8 @@ def main() -> int:
     else:
         device = resolve_device(cfg["device"])
         slug = device_slug(device)
-    from inference import timeline_model as tm
-    from training.train_kernel_model import load_predictor
+    from hase.inference import timeline_model as tm
+    from hase.training.train_kernel_model import load_predictor
     model, mpath = load_timeline_model(cfg, slug)
     pdir = tm.predictor_of(model, cfg["predictor_dir"]) or paths.train_models_dir() / slug
     predictor = load_predictor(pdir)

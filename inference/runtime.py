@@ -6,9 +6,9 @@ text summary.
 import json
 from pathlib import Path
 
-from inference.load_sources import BG, DCGM_ONLY  # noqa: F401  (BG: the load keys' prefix)
-from utils import paths
-from utils.errors import HaseError
+from hase.inference.load_sources import BG, DCGM_ONLY  # noqa: F401  (BG: the load keys' prefix)
+from hase.utils import paths
+from hase.utils.errors import HaseError
 
 DEFAULTS = {"device": "auto", "predictor_dir": "", "timeline_model": "", "pin_dims": {}, "seed": 0,
             # local sampling: at least sample_s, then until the busy field's standard error over SAMPLE_CHUNK_S
@@ -31,7 +31,7 @@ def shipped_timeline(slug: str) -> Path:
 # ---------- prediction ----------
 def load_timeline_model(cfg: dict, slug: str):
     """(model, path) of the fitted timeline model; (None, path) when there is none."""
-    from inference.timeline_model import load
+    from hase.inference.timeline_model import load
     if cfg["timeline_model"]:
         path = Path(cfg["timeline_model"])
     else:  # the shipped default (measured terms, all-data predictor: training/predictors/<gpu>), measured terms +
@@ -50,7 +50,7 @@ def load_timeline_model(cfg: dict, slug: str):
 
 def prepare_record(record: dict, predictor, model: dict) -> dict:
     """Load-independent part of a prediction (kernel times at idle); cache it per model."""
-    from inference.timeline_model import prepared
+    from hase.inference.timeline_model import prepared
     kernel_ms = predictor.predict_kernels(record["kernels"], model["idle_load"])
     # a node model (inference/node_model.py) predicts the host dispatch per node too
     host = predictor.predict_host_us(record["kernels"]) if hasattr(predictor, "predict_host_us") else None
@@ -64,8 +64,8 @@ def prepare_record(record: dict, predictor, model: dict) -> dict:
 def analyse(model_path: Path, device: str, cfg: dict, offline: bool = False) -> dict:
     """Phase 2 record of the model for the target EP (cached by file name, size and mtime). offline: the CUDA EP's
     graph reproduced with the CPU build (ort_analysis/offline_cuda.py), for a machine without a CUDA EP."""
-    from ort_analysis import offline_cuda
-    from ort_analysis.fusion_detector import build_record, record_path
+    from hase.ort_analysis import offline_cuda
+    from hase.ort_analysis.fusion_detector import build_record, record_path
     rp = offline_cuda.record_path(model_path.stem) if offline else record_path(model_path.stem, device)
     st = model_path.stat()
     key = f"{model_path.resolve()}:{st.st_size}:{int(st.st_mtime)}"
@@ -87,7 +87,7 @@ def analyse(model_path: Path, device: str, cfg: dict, offline: bool = False) -> 
 
 def session_options(cfg: dict) -> dict:
     """The session options that change latency, validated: {'cudnn_conv_algo_search', 'io_binding'}."""
-    from utils.ort_session import check_cudnn_algo
+    from hase.utils.ort_session import check_cudnn_algo
     algo = check_cudnn_algo(cfg.get("cudnn_conv_algo_search", "EXHAUSTIVE"))
     if not isinstance(cfg.get("io_binding", False), bool):
         raise HaseError(f"io_binding must be true or false, not '{cfg['io_binding']}'")
@@ -99,8 +99,8 @@ def predict_record(record: dict, predictor, load: dict, model=None, options=None
     model; it is not modified). options: session_options(); io_binding = inputs and outputs already on the GPU
     (no copies)."""
     options = options or {"cudnn_conv_algo_search": "EXHAUSTIVE", "io_binding": False}
-    from graph_model.dag_critical_path import build_dag, calculate_latency
-    from inference import timeline_model as tm
+    from hase.graph_model.dag_critical_path import build_dag, calculate_latency
+    from hase.inference import timeline_model as tm
     if model is None:  # no fitted timeline: the plan's first version, Σ in ORT's order
         kernel_ms = predictor.predict_kernels(record["kernels"], load)
         total = calculate_latency(build_dag(record), kernel_ms)
@@ -144,7 +144,7 @@ def predict_record(record: dict, predictor, load: dict, model=None, options=None
 
 def write_trace(record: dict, res: dict, model: dict, path: Path) -> None:
     """The predicted timeline as a Chrome trace, drawn by the phase 6.2 simulator."""
-    from graph_model.overlap_simulator import simulate, write_chrome_trace
+    from hase.graph_model.overlap_simulator import simulate, write_chrome_trace
     ids = [k["id"] for k in record["kernels"]]
     prep, p = res["_prep"], model["params"]
     run_share = res.get("interference_model") == "run_share"
@@ -168,7 +168,7 @@ def check_ep(predictor, device: str, pdir) -> None:
 
 
 def check_provenance(manifest_meta: dict, device: str, log) -> None:
-    from utils.ort_session import provenance
+    from hase.utils.ort_session import provenance
     here = provenance(device)
     for key, mine in (("gpu_name", here.get("gpu_name")), ("ort_version", here.get("ort_version"))):
         theirs = manifest_meta.get(key)
@@ -239,7 +239,7 @@ def idle_above_loaded(res: dict, model) -> str:
     tol = max(res["p90_ms"] - res["p10_ms"], 0.02 * res["idle_ms"])
     if res["idle_ms"] - res["total_ms"] <= tol:
         return None
-    from benchmark.gpu_metrics import busy_reading
+    from hase.benchmark.gpu_metrics import busy_reading
     field, value, _ = busy_reading((model or {}).get("idle_load", {}), BG)
     ref = f" (its idle_load has {BG}{field} = {value:.3g})" if field else ""
     return (f"the idle prediction {res['idle_ms']:.3f} ms exceeds the one under the current load {res['total_ms']:.3f} "

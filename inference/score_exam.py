@@ -20,17 +20,17 @@ from pathlib import Path
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from graph_model.dag_critical_path import load_records  # noqa: E402
-from inference import timeline_model as tm  # noqa: E402
-from inference.fit_corpus_timeline import split_sessions  # noqa: E402
-from inference.fit_measured_timeline import clean_labels, labels  # noqa: E402
-from inference import machine_calibration as mc  # noqa: E402
-from model_zoo.corpus import load_split  # noqa: E402
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args, save_resolved  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
-from utils.metrics import accuracy  # noqa: E402
+from hase.graph_model.dag_critical_path import load_records  # noqa: E402
+from hase.inference import timeline_model as tm  # noqa: E402
+from hase.inference.fit_corpus_timeline import split_sessions  # noqa: E402
+from hase.inference.fit_measured_timeline import clean_labels, labels  # noqa: E402
+from hase.inference import machine_calibration as mc  # noqa: E402
+from hase.model_zoo.corpus import load_split  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args, save_resolved  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
+from hase.utils.metrics import accuracy  # noqa: E402
 
 DEFAULTS = {"timeline_model": "inference/results/nvidia-h200/corpus/timeline_model.json", "predictor_dir": "",
             "baselines": {}, "label": "clean", "timeline_dirs": ["benchmark/results/nvidia-h200/corpus/machine_*"],
@@ -50,8 +50,8 @@ def score(d: pd.DataFrame, pred: str) -> dict:
 def predictions(tl_path: str, predictor_dir: str, records: dict, models: list, split) -> dict:
     """{model: (central, p10, p90, fallback share, unseen types, prepared timeline input)} of one timeline model at
     idle; refuses one fitted on the exam."""
-    from inference.predict_model_latency import prepare_record
-    from training.train_kernel_model import load_predictor
+    from hase.inference.predict_model_latency import prepare_record
+    from hase.training.train_kernel_model import load_predictor
     model = tm.load(Path(tl_path))
     seen = tm.train_archs(model) & set(split.exam)
     if seen:

@@ -64,11 +64,11 @@ from pathlib import Path
 
 import numpy as np  # noqa: E402
 
-from benchmark.bandwidth import transfer_ms  # noqa: E402
-from benchmark.launch_probe import N_LAUNCHES as PROBE_LAUNCHES  # noqa: E402  launches in one probe run
-from graph_model.dag_critical_path import io_bytes  # noqa: E402
-from utils import paths  # noqa: E402
-from utils.errors import HaseError  # noqa: E402
+from hase.benchmark.bandwidth import transfer_ms  # noqa: E402
+from hase.benchmark.launch_probe import N_LAUNCHES as PROBE_LAUNCHES  # noqa: E402  launches in one probe run
+from hase.graph_model.dag_critical_path import io_bytes  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.errors import HaseError  # noqa: E402
 
 FORMAT = "hase.timeline_model/1"
 BUSY, CLOCK = "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_SM_CLOCK"

@@ -16,14 +16,14 @@ from pathlib import Path
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 from onnx import helper, numpy_helper  # noqa: E402
-from utils.progress import progress  # noqa: E402
+from hase.utils.progress import progress  # noqa: E402
 
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args, save_resolved  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
-from utils.onnx_io import ONNX_OF_NAME, dummy_array  # noqa: E402
-from utils.ort_session import make_session, provenance, resolve_device  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args, save_resolved  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
+from hase.utils.onnx_io import ONNX_OF_NAME, dummy_array  # noqa: E402
+from hase.utils.ort_session import make_session, provenance, resolve_device  # noqa: E402
 
 DEFAULTS = {"device": "auto", "records": [], "opt_level": "disable", "skip_categories": [], "seed": 0,
             "overwrite": False, "verify": True}

@@ -37,14 +37,14 @@ from pathlib import Path
 
 import numpy as np  # noqa: E402
 
-from ort_analysis.flops import kernel_bytes, kernel_flops  # noqa: E402
-from ort_analysis.fusion_detector import signature  # noqa: E402
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args, save_resolved  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.kernel_registry import canonical_type, instance_id, is_known, spec  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
-from utils.ort_session import provenance, resolve_device  # noqa: E402
+from hase.ort_analysis.flops import kernel_bytes, kernel_flops  # noqa: E402
+from hase.ort_analysis.fusion_detector import signature  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args, save_resolved  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.kernel_registry import canonical_type, instance_id, is_known, spec  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
+from hase.utils.ort_session import provenance, resolve_device  # noqa: E402
 
 CONFIG = paths.REPO / "kernel_model" / "sampler.yaml"
 OPSETS = {"ai.onnx": 17, "com.microsoft": 1}
@@ -532,7 +532,7 @@ def neighbour(params: dict, space: dict, rng, move_p: float) -> dict:
 
 def worst_configs(errors_csv, error_col: str, top_k: int) -> list:
     import pandas as pd
-    from utils.tables import read_csv_checked
+    from hase.utils.tables import read_csv_checked
     df = read_csv_checked(errors_csv, ("Kernel_ID", error_col), prefix="adaptive.errors_csv: ")
     err = pd.to_numeric(df[error_col], errors="coerce")
     df = df.assign(_err=err.abs()).dropna(subset=["_err"])

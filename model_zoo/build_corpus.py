@@ -18,13 +18,13 @@ from pathlib import Path
 
 import numpy as np  # noqa: E402
 
-from model_zoo.corpus import load_split  # noqa: E402
-from model_zoo.generator import build_model, file_stem, forward_gflop, input_shape, spec_of  # noqa: E402
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args, save_resolved  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
-from utils.progress import progress  # noqa: E402
+from hase.model_zoo.corpus import load_split  # noqa: E402
+from hase.model_zoo.generator import build_model, file_stem, forward_gflop, input_shape, spec_of  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args, save_resolved  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
+from hase.utils.progress import progress  # noqa: E402
 
 DEFAULTS = {"split": "all", "archs": [], "workers": 1, "max_gflop": 600.0, "max_configs": 3, "opset": 17,
             "validate": True, "tolerance": 1e-3, "seed": 0}
@@ -49,7 +49,7 @@ def export_arch(arch: str, cfg: dict, out_dir: str) -> dict:
     """Export one architecture's configs; returns its manifest entries (or the error)."""
     import torch
     torch.set_num_threads(1)
-    from model_zoo.torchvision_exporter import export_one, relative_error
+    from hase.model_zoo.torchvision_exporter import export_one, relative_error
     t0 = time.perf_counter()
     try:
         spec = spec_of(arch)
@@ -92,8 +92,8 @@ def input_shape_of(spec, batch, size, model) -> tuple:
 
 def validate(model, onnx_path: Path, shape, cfg) -> float:
     import torch
-    from model_zoo.torchvision_exporter import relative_error
-    from utils.ort_session import make_session
+    from hase.model_zoo.torchvision_exporter import relative_error
+    from hase.utils.ort_session import make_session
     sess = make_session(onnx_path, "cpu", opt_level="all", threads=1)
     x = np.random.default_rng(cfg["seed"]).standard_normal(shape, dtype=np.float32)
     got = sess.run(None, {sess.get_inputs()[0].name: x})[0]

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import yaml  # noqa: E402
 
-from model_zoo.generator import FAMILIES, spec_of  # noqa: E402
-from utils import paths  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
+from hase.model_zoo.generator import FAMILIES, spec_of  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
 
 SPLIT_FILE = paths.REPO / "model_zoo" / "corpus_split.yaml"
 CNN_FAMILIES = {"cnn_plain", "cnn_mobile", "cnn_grouped", "unet", "fpn", "convnext", "tcn", "dense"}  # tcn: 1-D convs

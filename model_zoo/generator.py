@@ -67,8 +67,8 @@ from pathlib import Path
 
 import numpy as np  # noqa: E402
 
-from utils import paths  # noqa: E402
-from utils.errors import HaseError  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.errors import HaseError  # noqa: E402
 
 CNN = ("cnn_plain", "cnn_mobile", "cnn_grouped")  # _build_cnn builds these (unet, fpn, convnext, tcn, dense: CNNs built apart)
 # new families go at the end: a family's index seeds its specs and weights, so appending keeps the others' as they are
@@ -984,7 +984,7 @@ def _build(spec: dict, size: int, M: dict, g):
     elif fam == "ssm":
         model = _build_ssm(spec, size, M)
     elif fam == "torchvision":
-        from model_zoo.torchvision_exporter import build_torch_model
+        from hase.model_zoo.torchvision_exporter import build_torch_model
         return build_torch_model(spec["arch"], size)
     else:
         import timm

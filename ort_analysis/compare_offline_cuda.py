@@ -24,10 +24,10 @@ from collections import Counter
 from pathlib import Path
 
 
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args, save_resolved  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args, save_resolved  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
 
 DEFAULTS = {"records": ["ort_analysis/ort_kernel_record/nvidia-*/*.json.xz"], "models_dir": "",
             "models": [],   # restrict to these record names ([] = all)
@@ -39,7 +39,7 @@ STEM = re.compile(r"(?P<arch>.+)_bs(?P<b>\d+)_(?P<h>\d+)x(?P<w>\d+)$")
 
 def gpu_records(patterns) -> dict:
     """{model: GPU record} from the given files/globs (later files win); offline records are skipped."""
-    from graph_model.dag_critical_path import load_record, records_in_file
+    from hase.graph_model.dag_critical_path import load_record, records_in_file
     out = {}
     for f in paths.expand_globs([str(paths.REPO / p) if not Path(p).is_absolute() else p for p in patterns]):
         recs = records_in_file(f) if f.name.endswith(".json.xz") else {None: load_record(f)}
@@ -116,8 +116,8 @@ class NoKernelPredictor:
 
 def timeline_models(gpu: str, names, log) -> dict:
     """{name: (timeline model, predictor)} of those that can run here; a missing predictor is logged."""
-    from inference import timeline_model as tm
-    from training.train_kernel_model import load_predictor
+    from hase.inference import timeline_model as tm
+    from hase.training.train_kernel_model import load_predictor
     out = {}
     for name in names:
         path = paths.inference_results_dir() / gpu / name / "timeline_model.json"
@@ -137,7 +137,7 @@ def timeline_models(gpu: str, names, log) -> dict:
 
 
 def predict_idle(rec: dict, model: dict, predictor) -> float:
-    from inference.predict_model_latency import predict_record
+    from hase.inference.predict_model_latency import predict_record
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return float(predict_record(rec, predictor, model["idle_load"], model)["total_ms"])
@@ -150,7 +150,7 @@ def model_file(models_dir: Path, name: str, export: bool, log) -> Path:
     m = STEM.match(name)
     if not m:
         raise HaseError(f"cannot export '{name}': not <arch>_bs<B>_<H>x<W>")
-    from model_zoo.torchvision_exporter import build_torch_model, export_one
+    from hase.model_zoo.torchvision_exporter import build_torch_model, export_one
     log.info("exporting %s (torchvision, CPU)", name)
     models_dir.mkdir(parents=True, exist_ok=True)
     export_one(build_torch_model(m["arch"], int(m["h"])), int(m["b"]), int(m["h"]), 17, f)
@@ -159,7 +159,7 @@ def model_file(models_dir: Path, name: str, export: bool, log) -> Path:
 
 def offline_record(onnx: Path, cfg: dict, log) -> dict:
     """The offline record of a model file, cached beside the others by file size and mtime."""
-    from ort_analysis import offline_cuda
+    from hase.ort_analysis import offline_cuda
     rp = offline_cuda.record_path(onnx.stem)
     st = onnx.stat()
     key = f"{onnx.resolve()}:{st.st_size}:{int(st.st_mtime)}:{offline_cuda.METHOD}:{offline_cuda.VERSION}"
@@ -174,7 +174,7 @@ def offline_record(onnx: Path, cfg: dict, log) -> dict:
 
 
 def compare_all(cfg: dict, export: bool, log) -> dict:
-    from utils.progress import progress
+    from hase.utils.progress import progress
     recs = gpu_records(cfg["records"])
     if cfg["models"]:
         missing = [m for m in cfg["models"] if m not in recs]
@@ -212,8 +212,8 @@ def compare_all(cfg: dict, export: bool, log) -> dict:
     def share(rs, key):
         return sum(1 for r in rs if r[key]) / len(rs) if rs else None
     diffs = {t: [abs(r["prediction_ms"][t]["rel_diff"]) for r in done if t in r["prediction_ms"]] for t in tms}
-    from ort_analysis import offline_cuda
-    from utils.ort_session import provenance
+    from hase.ort_analysis import offline_cuda
+    from hase.utils.ort_session import provenance
     return {"what": "offline CUDA-EP analysis (ort_analysis/offline_cuda.py, CPU build) against GPU records",
             "provenance": provenance("cpu"),
             "analysis": {"method": offline_cuda.METHOD, "version": offline_cuda.VERSION},

@@ -1,6 +1,6 @@
 """FLOPs and bytes of one kernel, from its category and recorded shapes (estimates, per kernel call)."""
-from utils.kernel_registry import spec
-from utils.onnx_io import nbytes, numel
+from hase.utils.kernel_registry import spec
+from hase.utils.onnx_io import nbytes, numel
 
 
 def _shape(e):

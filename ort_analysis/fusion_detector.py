@@ -14,17 +14,17 @@ from collections import Counter
 from pathlib import Path
 
 
-from utils.progress import progress  # noqa: E402
+from hase.utils.progress import progress  # noqa: E402
 
-from ort_analysis.flops import kernel_bytes, kernel_flops  # noqa: E402
-from ort_analysis.ort_graph_parser import DEFAULTS, optimize, parse_graph  # noqa: E402
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args, save_resolved  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.kernel_registry import canonical_type, instance_id, is_known, spec  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
-from utils.onnx_io import load_model, nbytes  # noqa: E402
-from utils.ort_session import provenance, resolve_device  # noqa: E402
+from hase.ort_analysis.flops import kernel_bytes, kernel_flops  # noqa: E402
+from hase.ort_analysis.ort_graph_parser import DEFAULTS, optimize, parse_graph  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args, save_resolved  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.kernel_registry import canonical_type, instance_id, is_known, spec  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
+from hase.utils.onnx_io import load_model, nbytes  # noqa: E402
+from hase.utils.ort_session import provenance, resolve_device  # noqa: E402
 
 NCHWC_SUFFIX = "_nchwc"  # ORT's NchwcTransformer names a node '<original output>_nchwc'
 BN_SUFFIX = "_bn"        # ... and a BatchNormalization it turns into a conv '<BN output>_bn_nchwc'

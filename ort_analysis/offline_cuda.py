@@ -43,13 +43,13 @@ from pathlib import Path
 
 import onnxruntime as ort  # noqa: E402
 
-from ort_analysis.ort_graph_parser import DEFAULTS, _profile_nodes, parse_graph  # noqa: E402
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
-from utils.onnx_io import check_static, dummy_feed, load_model  # noqa: E402
-from utils.ort_session import provenance, session_options  # noqa: E402
+from hase.ort_analysis.ort_graph_parser import DEFAULTS, _profile_nodes, parse_graph  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
+from hase.utils.onnx_io import check_static, dummy_feed, load_model  # noqa: E402
+from hase.utils.ort_session import provenance, session_options  # noqa: E402
 
 CUDA_EP, CPU_EP = "CUDAExecutionProvider", "CPUExecutionProvider"
 METHOD = "cpu-build session, CPU-only transformers off, stand-ins for ops the CPU EP inlines"
@@ -321,7 +321,7 @@ def optimize_offline(model_path, pin_dims=None, seed=0, out_dir=None, disabled=C
     Function ops the CPU EP would inline and the CUDA EP runs as one kernel go through a stand-in (STAND_IN);
     stand_in_log (a list) gets one entry per op swapped; fused_log (a dict) how many nodes each of CUDA_ONLY_MATCHES
     fused here."""
-    from ort_analysis.ort_graph_parser import optimized_dir
+    from hase.ort_analysis.ort_graph_parser import optimized_dir
     model_path = Path(model_path)
     model = load_model(model_path, load_weights=False)
     shapes = check_static(model, pin_dims or {}, model_path)
@@ -406,7 +406,7 @@ def claim(parsed: dict, orig_model) -> list:
 
 def analyse(onnx_path, pin_dims=None, seed=0, keep_small_values=64, log=None) -> dict:
     """The CUDA-EP kernel record of a model, made without a GPU (fusion_detector's record format)."""
-    from ort_analysis.fusion_detector import build_record
+    from hase.ort_analysis.fusion_detector import build_record
     onnx_path = Path(onnx_path)
     cfg = {"pin_dims": pin_dims or {}, "seed": seed, "keep_small_values": keep_small_values}
     swaps, fused = [], {}

@@ -14,11 +14,11 @@ from pathlib import Path
 
 from onnx import numpy_helper  # noqa: E402
 
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.onnx_io import (NAME_OF_ONNX, NAME_OF_ORT, check_static, dummy_feed, load_model)  # noqa: E402
-from utils.ort_session import make_session, resolve_device  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.onnx_io import (NAME_OF_ONNX, NAME_OF_ORT, check_static, dummy_feed, load_model)  # noqa: E402
+from hase.utils.ort_session import make_session, resolve_device  # noqa: E402
 
 DEFAULTS = {"device": "auto", "models": [], "pin_dims": {}, "keep_small_values": 64, "seed": 0}
 

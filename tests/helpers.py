@@ -8,7 +8,7 @@ from pathlib import Path
 
 import requests
 
-from utils.local_prometheus import free_port, start_prometheus  # noqa: F401  (the tests import them from here)
+from hase.utils.local_prometheus import free_port, start_prometheus  # noqa: F401  (the tests import them from here)
 
 
 def run_script(args: list, home, check: bool = True, timeout: float = 900, cwd=None):

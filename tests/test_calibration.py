@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmark.host_calibration import Calibrator, chain_model, from_dict, load_profile
-from inference import machine_calibration as mc
-from inference import timeline_model as tm
-from utils.errors import HaseError
+from hase.benchmark.host_calibration import Calibrator, chain_model, from_dict, load_profile
+from hase.inference import machine_calibration as mc
+from hase.inference import timeline_model as tm
+from hase.utils.errors import HaseError
 from helpers import run_script, synthetic_prep
 
 REPO = Path(__file__).resolve().parent.parent
@@ -135,11 +135,11 @@ def test_agent_exports_calibration_gauges_through_a_real_prometheus(tmp_path):
     if shutil.which("prometheus") is None:
         pytest.skip("prometheus binary not installed (Debian package 'prometheus')")
     from helpers import wait_for_series
-    from inference import node_agent as na
-    from inference.runtime import DEFAULTS
-    from utils import paths
-    from utils.config import resolve
-    from utils.local_prometheus import free_port, start_prometheus
+    from hase.inference import node_agent as na
+    from hase.inference.runtime import DEFAULTS
+    from hase.utils import paths
+    from hase.utils.config import resolve
+    from hase.utils.local_prometheus import free_port, start_prometheus
     port = free_port()
     profile = tmp_path / "node.json"
     sets = ["period_s=0.5", "probe_budget_ms=0.5", "interval_s=0.2", "idle_check_s=0.2", "idle_budget_ms=50",
@@ -246,8 +246,8 @@ def test_clean_labels_come_from_a_process_that_never_imports_torch(tmp_path):
     and its columns are keyed by (model, session); the child refuses to call its labels clean if torch was loaded."""
     import onnx
     from onnx import TensorProto, helper
-    from benchmark.trace_run import clean_pass
-    from utils.logger import get_logger
+    from hase.benchmark.trace_run import clean_pass
+    from hase.utils.logger import get_logger
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])
     g = helper.make_graph([helper.make_node("Relu", ["x"], ["t"]), helper.make_node("Sigmoid", ["t"], ["y"])],
@@ -279,7 +279,7 @@ def test_clean_labels_are_the_label_and_set_cuptis_cost_per_launch(tmp_path):
     clean sessions only); CUPTI's cost per launch is the CUPTI wall less that label, not less trace_run's own plain
     timing (which carries CUPTI's leftover cost); a model without a clean label does not enter it."""
     import pandas as pd
-    from inference.fit_measured_timeline import clean_labels, cupti_launch_us, read_clean
+    from hase.inference.fit_measured_timeline import clean_labels, cupti_launch_us, read_clean
     x, y = tmp_path / "machine_x", tmp_path / "machine_y"
     x.mkdir(), y.mkdir()
     pd.DataFrame({"model": ["m_bs1_8x8"] * 3, "session": [0, 1, 2], "e2e_clean_median_ms": [1.0, 1.2, 5.0],
@@ -303,9 +303,9 @@ def test_clean_labels_are_the_label_and_set_cuptis_cost_per_launch(tmp_path):
 def test_clean_labels_wait_for_a_steady_host_first(monkeypatch):
     """The clean process's first labels: it repeats the host calibration until 3 readings in a row agree within 10%
     (machine j read 13-16 us per node for a minute after the export, then 7.1-7.6), and gives up at settle_max_s."""
-    from benchmark import clean_labels as cl
-    from benchmark import host_calibration as hc
-    from utils.logger import get_logger
+    from hase.benchmark import clean_labels as cl
+    from hase.benchmark import host_calibration as hc
+    from hase.utils.logger import get_logger
 
     class Fake:
         def __init__(self, seq):

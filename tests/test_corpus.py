@@ -12,9 +12,9 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 
-from model_zoo import corpus  # noqa: E402
-from model_zoo.generator import FAMILIES, arch_spec, build_model, file_stem, input_shape  # noqa: E402
-from utils.errors import HaseError  # noqa: E402
+from hase.model_zoo import corpus  # noqa: E402
+from hase.model_zoo.generator import FAMILIES, arch_spec, build_model, file_stem, input_shape  # noqa: E402
+from hase.utils.errors import HaseError  # noqa: E402
 from helpers import run_script  # noqa: E402
 
 # a small seed of each family (measured GFLOP at its first config, CPU export well under a minute in all)
@@ -104,7 +104,7 @@ def committed_records(n=12):
 
 
 def test_node_model_names_unseen_types_and_their_share(tmp_path):
-    from inference.node_model import NodeModel
+    from hase.inference.node_model import NodeModel
     recs = committed_records()
     ks = [k for r in recs for k in r["kernels"]]
     rng = np.random.default_rng(0)
@@ -122,7 +122,7 @@ def test_node_model_names_unseen_types_and_their_share(tmp_path):
     assert list(nm2.unseen([odd, ks[1]])) == [True, False]
     pg2, _ = nm2.predict([odd])
     assert np.isfinite(pg2).all()
-    from training.train_kernel_model import load_predictor
+    from hase.training.train_kernel_model import load_predictor
     assert isinstance(load_predictor(tmp_path / "nm"), NodeModel)   # found where a kernel predictor is
 
 

@@ -13,9 +13,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-from inference import fit_cpu_timeline as fct  # noqa: E402
-from inference import timeline_model as tm  # noqa: E402
-from utils.errors import HaseError  # noqa: E402
+from hase.inference import fit_cpu_timeline as fct  # noqa: E402
+from hase.inference import timeline_model as tm  # noqa: E402
+from hase.utils.errors import HaseError  # noqa: E402
 
 DATA = REPO / "benchmark" / "results" / fct.SLUG / "timeline" / "machine_a"
 RECORDS = REPO / "ort_analysis" / "ort_kernel_record" / fct.SLUG / "records.json.xz"

@@ -194,13 +194,13 @@ def test_parse_profile_tolerates_microsecond_rounding():
     r0, r1 = ks.parse_profile(events)
     assert (r0["execute_start_us"], r0["execute_end_us"]) == (99, 107) and [n["name"] for n in r0["nodes"]] == ["a"]
     assert [n["name"] for n in r1["nodes"]] == ["b"] and r1["execute_start_us"] == 131
-    from utils.errors import HaseError
+    from hase.utils.errors import HaseError
     with pytest.raises(HaseError, match="holds no SequentialExecutor::Execute"):   # 5 us off is not rounding
         ks.parse_profile([X("model_run", 100, 6, cat="Session"), X("SequentialExecutor::Execute", 95, 20, cat="Session")])
 
 
 def test_parse_profile_needs_model_run():
-    from utils.errors import HaseError
+    from hase.utils.errors import HaseError
     with pytest.raises(HaseError):
         ks.parse_profile([X("a_kernel_time", 0, 1)])
 
@@ -331,7 +331,7 @@ def test_profiler_demo_defaults_follow_the_prd():
 
 
 def test_breakdown_script_refuses_cuda_without_gpu(tmp_path):
-    from utils.ort_session import cuda_probe
+    from hase.utils.ort_session import cuda_probe
     if cuda_probe(0)[0]:
         pytest.skip("this machine runs ORT on CUDA")
     model = tmp_path / "m.onnx"
@@ -355,8 +355,8 @@ def test_clock_mapping_with_real_torch_profiler(tmp_path):
     import torch  # noqa: F401
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from utils.onnx_io import dummy_feed
-    from utils.ort_session import make_session
+    from hase.utils.onnx_io import dummy_feed
+    from hase.utils.ort_session import make_session
     model = tmp_path / "m.onnx"
     build_model(model, blocks=2)
     sess = make_session(model, "cpu", profile_prefix=tmp_path / "p")

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 REPO = Path(__file__).resolve().parent.parent
 
-from utils.errors import HaseError  # noqa: E402
+from hase.utils.errors import HaseError  # noqa: E402
 
 PY = sys.executable
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -52,7 +52,7 @@ def tiny_model(dims, op: str = "Relu", with_shape: bool = True, second_input: bo
 
 
 def analyse(tmp: Path, data: bytes, pin_dims=None):
-    from ort_analysis.fusion_detector import build_record
+    from hase.ort_analysis.fusion_detector import build_record
     p = tmp / "m.onnx"
     p.write_bytes(data)
     with warnings.catch_warnings():
@@ -143,7 +143,7 @@ VALUE = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-1
 
 
 def parse_snapshot(path: Path):
-    from inference.predict_model_latency import DEFAULTS, current_load
+    from hase.inference.predict_model_latency import DEFAULTS, current_load
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -161,7 +161,7 @@ def test_metrics_file_any_json(tmp_path, doc):
     p.write_text(json.dumps(doc, allow_nan=True))
     got = parse_snapshot(p)
     if got is not None:   # a result: every CPU field the predictor reads, each in its range
-        from benchmark.gpu_metrics import check_value
+        from hase.benchmark.gpu_metrics import check_value
         load = got[0]
         assert set(load) >= {"bg_" + f for f in CPU_FIELDS}
         for f in CPU_FIELDS:
@@ -190,8 +190,8 @@ RAW = st.one_of(st.text(max_size=12), st.sampled_from(["abc", "-1", ".nan", ".in
 @example(sets=[], yaml_text="sample_s: &a [*a]")          # a value that contains itself (found by a CI run)
 @example(sets=["sample_s=&a [*a]"], yaml_text=None)
 def test_config_resolver(tmp_path, sets, yaml_text):
-    from inference.predict_model_latency import DEFAULTS
-    from utils.config import resolve
+    from hase.inference.predict_model_latency import DEFAULTS
+    from hase.utils.config import resolve
     path = None
     if yaml_text is not None:
         path = tmp_path / "c.yaml"
@@ -218,8 +218,8 @@ def test_config_cases_as_scripts(tmp_path):
 
 def test_a_line_break_in_the_source_stays_one_line():
     """Found by test_config_resolver: '--set nope=<newline>' put the line break of the value into the message."""
-    from utils.config import resolve
-    from inference.predict_model_latency import DEFAULTS
+    from hase.utils.config import resolve
+    from hase.inference.predict_model_latency import DEFAULTS
     with pytest.raises(HaseError) as e:
         resolve(DEFAULTS, None, ["nope=\n"])
     one_line(e.value)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmark.gpu_job import JOBS, load_jobs, main
-from utils.errors import HaseError
+from hase.benchmark.gpu_job import JOBS, load_jobs, main
+from hase.utils.errors import HaseError
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -15,7 +15,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-from utils.errors import HaseError  # noqa: E402
+from hase.utils.errors import HaseError  # noqa: E402
 from helpers import build_residual_model  # noqa: E402
 
 RECORDS = REPO / "ort_analysis" / "ort_kernel_record" / "nvidia-h200" / "records.json.xz"
@@ -24,7 +24,7 @@ XEON = REPO / "inference" / "results" / "cpu-intel-r-xeon-r-processor" / "timeli
 
 @pytest.fixture(scope="module")
 def records():
-    from graph_model.dag_critical_path import records_in_file
+    from hase.graph_model.dag_critical_path import records_in_file
     return records_in_file(str(RECORDS))
 
 
@@ -37,7 +37,7 @@ def home(tmp_path, monkeypatch):
 def test_compact_forest_matches_xgboost(tmp_path):
     """The numpy evaluation of the shipped forests gives XGBoost's own predictions (missing values included)."""
     xgb = pytest.importorskip("xgboost")
-    from training.kernel_predictor import CompactForest, forest_arrays, load_forests, save_forests
+    from hase.training.kernel_predictor import CompactForest, forest_arrays, load_forests, save_forests
     rng = np.random.default_rng(1)
     X = rng.standard_normal((400, 6)).astype(np.float32)
     y = X[:, 0] * 2 + np.sin(X[:, 1]) + (X[:, 2] > 0.3) + rng.standard_normal(400) * 0.1
@@ -125,7 +125,7 @@ def test_gpu_analysis_without_a_cuda_ep_is_one_line(tmp_path):
     build_residual_model(tmp_path / "m.onnx", "m", 8, 2, 16)
     p = hase.load_predictor("nvidia-h200")
     try:
-        import ort_analysis.offline_cuda  # noqa: F401
+        import hase.ort_analysis.offline_cuda  # noqa: F401
     except ImportError:
         with pytest.raises(HaseError, match="needs a working CUDA EP here or the offline CUDA-EP analysis"):
             p.predict(tmp_path / "m.onnx")

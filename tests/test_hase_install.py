@@ -1,5 +1,6 @@
 """`pip install .` into a fresh venv gives a working `hase` command: --help, a CPU EP prediction of a small ONNX
-model, and a GPU prediction from the package's own shipped predictor. The fresh venv sees this interpreter's
+model, and a GPU prediction from the package's own shipped predictor; the phase packages are installed as hase.<phase>
+only (nothing top-level but hase). The fresh venv sees this interpreter's
 packages through a .pth file (no downloads: --no-deps --no-build-isolation); it runs outside the checkout, so
 everything it uses must come from the installed distribution."""
 import json
@@ -52,20 +53,39 @@ def run(venv, *args, cwd):
                           timeout=600)
 
 
+PHASES = ["utils", "model_zoo", "ort_analysis", "kernel_model", "benchmark", "training", "graph_model", "inference",
+          "debug", "evaluator"]
+
+
 def test_installed_hase_help_and_predict(venv, tmp_path):
     clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "HASE_HOME")}
-    r = subprocess.run([str(venv["py"]), "-c", "import hase, inference.runtime as r; print(hase.__file__); "
-                        "print(r.__file__)"], cwd=tmp_path, capture_output=True, text=True, check=True, env=clean)
-    for line in r.stdout.split():
+    r = subprocess.run([str(venv["py"]), "-c", "import hase, hase.inference.runtime as r, hase.evaluator as e; "
+                        "print(hase.__file__); print(r.__file__); print(e.__file__); print(*hase.__path__)"],
+                       cwd=tmp_path, capture_output=True, text=True, check=True, env=clean)
+    lines = r.stdout.split()
+    for line in lines:
         assert str(venv["dir"]) in line and str(REPO) not in line   # the installed copy, not the checkout
+    assert len(lines) == 4 and lines[3] == str(Path(lines[0]).parent)   # __path__: hase/ only, never site-packages
+    # one distribution under one name: nothing of Hase's at the top level of site-packages but hase/ and its
+    # dist-info, and no phase package importable by its bare name
+    top = subprocess.run([str(venv["py"]), "-c", "import importlib.metadata as m; "
+                          "print(*sorted({f.parts[0] for f in m.files('hase')} - {'..'}))"],
+                         cwd=tmp_path, capture_output=True, text=True, check=True, env=clean).stdout.split()
+    assert top == ["hase", "hase-0.1.0.dist-info"], top
+    bare = subprocess.run([str(venv["py"]), "-c", "import importlib.util as u; "
+                           f"print(*[p for p in {PHASES!r} if u.find_spec(p)])"],
+                          cwd=tmp_path, capture_output=True, text=True, check=True, env=clean).stdout.split()
+    assert bare == [], bare
     r = run(venv, "--help", cwd=tmp_path)
     assert r.returncode == 0 and "predict" in r.stdout and "serve" in r.stdout and "gpu-job" in r.stdout
+    r = run(venv, "evaluate", "--help", cwd=tmp_path)   # hase.evaluator: the root's evaluator.py, installed in hase/
+    assert r.returncode == 0 and "--from-csv" in r.stdout, r.stderr
     build_residual_model(tmp_path / "m.onnx", "m", 8, 2, 16)
     (tmp_path / "load.json").write_text(json.dumps({"CPU_UTIL_PCT": 10.0}))
     r = run(venv, "predict", tmp_path / "m.onnx", "--device", "cpu", "--metrics-file", tmp_path / "load.json",
             cwd=tmp_path)
     assert r.returncode == 2 and "hase pipeline --device cpu" in r.stderr   # no CPU predictor of this machine
-    xeon = Path(subprocess.run([str(venv["py"]), "-c", "import inference, pathlib; print(pathlib.Path(inference.__file__)"
+    xeon = Path(subprocess.run([str(venv["py"]), "-c", "import hase.inference as i, pathlib; print(pathlib.Path(i.__file__)"
                                 ".parent / 'results/cpu-intel-r-xeon-r-processor/timeline_model.json')"],
                                capture_output=True, text=True, check=True, env=clean, cwd=tmp_path).stdout.strip())
     assert xeon.exists()
@@ -74,7 +94,7 @@ def test_installed_hase_help_and_predict(venv, tmp_path):
     assert r.returncode == 0, r.stderr
     assert json.loads((tmp_path / "cpu.json").read_text())["total_ms"] > 0
     assert (venv["tmp"] / "userhome" / ".cache" / "hase").is_dir()   # analysis cache outside site-packages
-    from graph_model.dag_critical_path import records_in_file
+    from hase.graph_model.dag_critical_path import records_in_file
     rec = records_in_file(str(REPO / "ort_analysis/ort_kernel_record/nvidia-h200/records.json.xz"))["resnet18_bs1_224x224"]
     (tmp_path / "rec.json").write_text(json.dumps(rec))
     r = run(venv, "predict", tmp_path / "rec.json", "--gpu", "nvidia-h200", "--json", tmp_path / "gpu.json",

@@ -78,7 +78,7 @@ def stack(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def record():
-    from graph_model.dag_critical_path import records_in_file
+    from hase.graph_model.dag_critical_path import records_in_file
     return records_in_file(str(RECORDS))["resnet18_bs1_224x224"]
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmark import host_speed_study as hs
-from utils.errors import HaseError
+from hase.benchmark import host_speed_study as hs
+from hase.utils.errors import HaseError
 from helpers import run_script
 
 REPO = Path(__file__).resolve().parent.parent

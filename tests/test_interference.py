@@ -8,10 +8,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-from inference import fit_interference as fi  # noqa: E402
-from inference import timeline_model as tm  # noqa: E402
+from hase.inference import fit_interference as fi  # noqa: E402
+from hase.inference import timeline_model as tm  # noqa: E402
 from tests.helpers import run_script, synthetic_prep  # noqa: E402
-from utils.errors import HaseError  # noqa: E402
+from hase.utils.errors import HaseError  # noqa: E402
 
 P = dict(tm.DEFAULT_PARAMS, c0_us=100.0, alpha=1.0)
 # the measured timeline whose GPU times are the CUPTI lines: it needs no trained kernel predictor (CI has none;

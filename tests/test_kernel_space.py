@@ -13,11 +13,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-from kernel_model import kernel_sampler as ks  # noqa: E402
-from kernel_model.kernel_builder import kernel_id, kernel_to_onnx, verify  # noqa: E402
-from training.features import feature_frame  # noqa: E402
-from utils.errors import HaseError  # noqa: E402
-from utils.kernel_registry import base_of, is_known  # noqa: E402
+from hase.kernel_model import kernel_sampler as ks  # noqa: E402
+from hase.kernel_model.kernel_builder import kernel_id, kernel_to_onnx, verify  # noqa: E402
+from hase.training.features import feature_frame  # noqa: E402
+from hase.utils.errors import HaseError  # noqa: E402
+from hase.utils.kernel_registry import base_of, is_known  # noqa: E402
 from helpers import run_script  # noqa: E402
 
 SMALL = {"max_elems": 2.0e5, "max_flops": 5.0e7}   # every configuration runs in well under a millisecond
@@ -138,8 +138,8 @@ def test_sampler_exhausted_space_names_the_type():
 
 
 # ---------- packed multi-kernel runner ----------
-from benchmark import multi_kernel_runner as mkr  # noqa: E402
-from debug.ort_profiler_kernel_sum import attribute_gpu_ops  # noqa: E402
+from hase.benchmark import multi_kernel_runner as mkr  # noqa: E402
+from hase.debug.ort_profiler_kernel_sum import attribute_gpu_ops  # noqa: E402
 
 RUNNER_FAST = ["--set", "chunk=12", "--set", "warmup=1", "--set", "runs=3", "--set", "wall_loops=2",
                "--set", "bg_sample_ms=10", "--set", "threads=1"]
@@ -292,7 +292,7 @@ def test_runner_measures_only_the_listed_kernels(tmp_path):
 def test_phase5_trains_on_packed_rows_and_unknown_ops_fall_back(packed):
     """The packed CSV is phase 5 input as it is; a kernel of an op outside the registry is named in a
     warning and predicted by the generic model, never a crash."""
-    from training import train_kernel_model as tkm
+    from hase.training import train_kernel_model as tkm
     home = packed["home"]
     run_script([REPO / "training/train_kernel_model.py", "--device", "cpu",
                 "--set", f"data_csv={packed['out'] / 'kernels.csv'}", "--set", "target=latency_node_ms_median",
@@ -311,8 +311,8 @@ def test_phase5_trains_on_packed_rows_and_unknown_ops_fall_back(packed):
 def test_phase5_learns_the_ratio_to_the_roofline(packed, tmp_path):
     """roofline.peaks_json: the trees learn log(time / roofline time), the manifest keeps the peaks, and a
     prediction is the trees' ratio times the kernel's roofline time (also for the generic model)."""
-    from training import train_kernel_model as tkm
-    from training.features import ROOFLINE_COLS
+    from hase.training import train_kernel_model as tkm
+    from hase.training.features import ROOFLINE_COLS
     peaks = tmp_path / "peaks.json"
     peaks.write_text(json.dumps({"peak_tflops": 0.5, "peak_tb_per_s": 0.02}))   # a CPU's order of magnitude
     home = packed["home"]
@@ -390,7 +390,7 @@ def test_adaptive_bad_input_names_the_field(tmp_path):
 def test_roofline_time_and_peaks_by_hand():
     """kernel_space_report: roofline = max(FLOPs / peak FLOP/us, bytes / peak bytes/us) + floor; peaks are a
     quantile of the achieved rates, so one outlier does not set the roof."""
-    from training import kernel_space_report as ksr
+    from hase.training import kernel_space_report as ksr
     X = pd.DataFrame({"flops": [1e6, 4e6, 1e3, 8e6], "bytes_total": [1e3, 1e3, 1e6, 2e3]})
     t = np.array([10.0, 20.0, 5.0, 1.0])          # the last one is an outlier: 8e6 FLOP in 1 us
     pf, pb = ksr.peaks(X, t, np.arange(3), 1.0)   # over the first three only: max of the achieved rates
@@ -407,7 +407,7 @@ def test_kernel_space_report_rejects_unknown_transfer_gpu(tmp_path):
 
 # ---------- collection speed-ups, peaks, adaptive errors, imports (session 7) ----------
 def test_dummy_array_repeats_one_random_block_above_the_tile():
-    from utils.onnx_io import TILE_ELEMS, dummy_array
+    from hase.utils.onnx_io import TILE_ELEMS, dummy_array
     big = dummy_array([3, TILE_ELEMS + 5], "float32", np.random.default_rng(1))
     flat = big.reshape(-1)
     assert big.shape == (3, TILE_ELEMS + 5) and big.dtype == np.float32 and big.flags["C_CONTIGUOUS"]
@@ -422,8 +422,8 @@ def test_dummy_array_repeats_one_random_block_above_the_tile():
 def test_a_prebuilt_pack_measures_like_one_built_in_place(tmp_path):
     """The CUDA runner builds the next pack on a thread (build_blob) and hands it to measure_pack; the
     kernels, their rows and their order must not depend on where the blob was built."""
-    from benchmark import multi_kernel_runner as mk
-    from benchmark.gpu_metrics import make_source
+    from hase.benchmark import multi_kernel_runner as mk
+    from hase.benchmark.gpu_metrics import make_source
     kernels = ks.sample(small_cfg(n=1, only=["Relu", "Gemm", "Conv"]), "cpu")
     items = [(k, ks.OPSETS, "t") for k in kernels]
     cfg = {**copy.deepcopy(mk.DEFAULTS), "runs": 3, "warmup": 1, "wall_loops": 0, "bg_sample_ms": 1}
@@ -442,7 +442,7 @@ def test_a_prebuilt_pack_measures_like_one_built_in_place(tmp_path):
 
 
 def test_peak_bench_on_cpu_writes_positive_peaks_the_report_reads(tmp_path):
-    from training import kernel_space_report as ksr
+    from hase.training import kernel_space_report as ksr
     run_script([str(REPO / "benchmark" / "peak_bench.py"), "--device", "cpu", "--set", "runs=2",
                 "--set", "warmup=1", "--set", "compute.cpu={n: 128, nodes: 2}",
                 "--set", "bandwidth.cpu={elems: 65536, nodes: 2}"], tmp_path, cwd=REPO)
@@ -464,7 +464,7 @@ def test_peak_bench_on_cpu_writes_positive_peaks_the_report_reads(tmp_path):
 def test_out_of_fold_errors_feed_the_adaptive_sampler(tmp_path):
     """kernel_space_report.oof_errors lists only sampled kernels (they carry a space), worst first, and the
     sampler's adaptive stage grows exactly the worst of them."""
-    from training import kernel_space_report as ksr
+    from hase.training import kernel_space_report as ksr
     kernels = ks.sample(small_cfg(n=12, only=["Conv", "Gemm", "Relu"]), "cpu")
     rec = tmp_path / "rec.json"
     rec.write_text(json.dumps(ks.make_record(kernels, "cpu", small_cfg(), "prior")))
@@ -492,7 +492,7 @@ def test_out_of_fold_errors_feed_the_adaptive_sampler(tmp_path):
 
 def test_import_kernel_space_appends_new_kernels_and_keeps_repeats_apart(tmp_path):
     import gzip
-    from training import kernel_space_report as ksr
+    from hase.training import kernel_space_report as ksr
     dest, job = tmp_path / "gpu" / "kernel_space", tmp_path / "job"
     dest.mkdir(parents=True)
     job.mkdir()
@@ -546,7 +546,7 @@ def test_import_kernel_space_appends_new_kernels_and_keeps_repeats_apart(tmp_pat
 def test_report_shows_the_kernel_space_and_its_throughput(tmp_path):
     """benchmark/report.py's kernel-space section: kernels per table, throughput per collection, re-measured
     kernels' difference, the peaks; a folder without one says so."""
-    from benchmark.report import kernel_space_section
+    from hase.benchmark.report import kernel_space_section
     ks = tmp_path / "gpu" / "kernel_space"
     ks.mkdir(parents=True)
     assert "no kernel_space/" in kernel_space_section(tmp_path / "gpu")
@@ -573,7 +573,7 @@ def test_report_shows_the_kernel_space_and_its_throughput(tmp_path):
 def test_one_csv_check_for_every_reader(tmp_path):
     """utils.tables.read_csv_checked: the check load_dataset, the adaptive sampler, the machine tables and the
     kernel-space import share: missing file, unreadable file, missing column, each one line naming the file."""
-    from utils.tables import read_csv_checked
+    from hase.utils.tables import read_csv_checked
     with pytest.raises(HaseError, match=r"none\.csv: adaptive\.errors_csv: file not found"):
         read_csv_checked(tmp_path / "none.csv", prefix="adaptive.errors_csv: ")
     bad = tmp_path / "bad.csv.gz"
@@ -607,8 +607,8 @@ def test_grouped_convs_can_keep_their_width_and_the_default_draws_are_unchanged(
 def test_committed_kernel_space_tables_hold_what_phase5_reads(gpu):
     """The committed (slimmed) kernel-space tables still give phase 5 everything: rows with the label, the
     feature inputs, and the load column its lookup-table baseline needs (dropping it broke phase 5 once)."""
-    from training import lookup_table
-    from training.train_kernel_model import load_dataset
+    from hase.training import lookup_table
+    from hase.training.train_kernel_model import load_dataset
     df = load_dataset(REPO / "benchmark" / "results" / gpu / "kernel_space" / "kernels.csv.xz", "latency_node_ms_median")
     assert len(df) >= 4000 and df["Kernel_ID"].is_unique
     assert lookup_table.busy_column(df) == lookup_table.GPU_BUSY

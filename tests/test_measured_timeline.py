@@ -8,9 +8,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-from inference import fit_measured_timeline as fmt  # noqa: E402
-from inference import timeline_model as tm  # noqa: E402
-from utils.errors import HaseError  # noqa: E402
+from hase.inference import fit_measured_timeline as fmt  # noqa: E402
+from hase.inference import timeline_model as tm  # noqa: E402
+from hase.utils.errors import HaseError  # noqa: E402
 from helpers import synthetic_prep  # noqa: E402
 
 IDLE = {"u": 0.0, "clock_ratio": 1.0, "wait_us": 0.0}
@@ -61,7 +61,7 @@ def test_session_options():
         tm.with_options(pr, model, "DEFAULT")
     with pytest.raises(HaseError, match="HEURISTIC was not measured"):
         tm.with_options(pr, {"algo": "EXHAUSTIVE"}, "HEURISTIC")
-    from inference.predict_model_latency import session_options
+    from hase.inference.predict_model_latency import session_options
     with pytest.raises(HaseError, match="cudnn_conv_algo_search must be one of"):
         session_options({"cudnn_conv_algo_search": "FAST"})
     # IOBinding: no copies
@@ -229,7 +229,7 @@ def test_host_lines_follow_gpu_time_per_class():
 
 def test_csv_or_gz_reads_the_committed_twin(tmp_path):
     """Large measured CSVs are committed gzipped: a reader asked for x.csv gets x.csv.gz when only that exists."""
-    from utils.paths import csv_or_gz
+    from hase.utils.paths import csv_or_gz
     plain = tmp_path / "kernels.csv"
     assert csv_or_gz(plain) == plain                      # neither: the plain name (its reader reports it missing)
     pd.DataFrame({"a": [1, 2]}).to_csv(tmp_path / "kernels.csv.gz", index=False)
@@ -241,8 +241,8 @@ def test_csv_or_gz_reads_the_committed_twin(tmp_path):
 
 def test_csv_or_gz_finds_the_xz_twin_of_a_gz_name(tmp_path):
     """Readers that name the .csv.gz get the .csv.xz when the data were committed that way."""
-    from utils.paths import csv_or_gz
-    from utils.tables import read_machine_csv
+    from hase.utils.paths import csv_or_gz
+    from hase.utils.tables import read_machine_csv
     d = tmp_path / "machine_q"
     d.mkdir()
     pd.DataFrame({"model": ["m"], "x": [3]}).to_csv(d / "trace_nodes.csv.xz", index=False)

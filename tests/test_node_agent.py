@@ -15,11 +15,11 @@ import requests
 
 REPO = Path(__file__).resolve().parent.parent
 
-from inference import node_agent as na  # noqa: E402
-from inference import timeline_model as tm  # noqa: E402
-from inference.predict_model_latency import AGE, DCGM_ONLY, TS, WAIT, launch_wait  # noqa: E402
-from utils.config import resolve  # noqa: E402
-from utils.errors import HaseError  # noqa: E402
+from hase.inference import node_agent as na  # noqa: E402
+from hase.inference import timeline_model as tm  # noqa: E402
+from hase.inference.predict_model_latency import AGE, DCGM_ONLY, TS, WAIT, launch_wait  # noqa: E402
+from hase.utils.config import resolve  # noqa: E402
+from hase.utils.errors import HaseError  # noqa: E402
 from helpers import free_port  # noqa: E402
 from test_phase4_benchmark import gone, one_error_line  # noqa: E402
 
@@ -215,7 +215,7 @@ def test_measured_wait_replaces_beta_u_on_the_timeline():
 def test_sampler_keeps_only_keep_s_of_samples():
     """A long-running reader of short windows (the agent) keeps keep_s of samples, not KEEP_S's 10 minutes:
     its RSS grew by ~50 KiB/s before (soak)."""
-    from benchmark.gpu_metrics import KEEP_S, make_source
+    from hase.benchmark.gpu_metrics import KEEP_S, make_source
     src = make_source({"source": "psutil", "sample_ms": 5, "keep_s": 0.2}, "cpu")
     assert src.keep_s == 0.2 and make_source({"source": "psutil"}, "cpu").keep_s == KEEP_S
     src.start()

@@ -55,10 +55,10 @@ def test_the_cpu_only_transformers_are_what_makes_the_difference(compared, monke
     the GPU record; so a match above is the switched-off transformers' doing, not a comparison that cannot fail."""
     home, _ = compared
     monkeypatch.setenv("HASE_HOME", str(home))
-    from graph_model.dag_critical_path import records_in_file
-    from ort_analysis import offline_cuda
-    from ort_analysis.compare_offline_cuda import compare_records
-    from ort_analysis.fusion_detector import build_record
+    from hase.graph_model.dag_critical_path import records_in_file
+    from hase.ort_analysis import offline_cuda
+    from hase.ort_analysis.compare_offline_cuda import compare_records
+    from hase.ort_analysis.fusion_detector import build_record
     onnx = home / "model_zoo" / "models" / f"{MODELS[0]}.onnx"
     gpu = records_in_file(H200, models=[MODELS[0]])[MODELS[0]]
     cfg = {"pin_dims": {}, "seed": 0, "keep_small_values": 64}
@@ -73,7 +73,7 @@ def test_the_cpu_only_transformers_are_what_makes_the_difference(compared, monke
 
 def test_every_switched_off_transformer_exists_in_this_ort():
     """A name ORT does not know is ignored by disabled_optimizers: a renamed transformer would silently stay on."""
-    from ort_analysis import offline_cuda
+    from hase.ort_analysis import offline_cuda
     from tests.helpers import build_residual_model
     import tempfile
     with tempfile.TemporaryDirectory() as td:
@@ -105,7 +105,7 @@ def test_ops_never_seen_on_cuda_are_not_claimed(tmp_path, monkeypatch):
     import numpy as np
     from onnx import helper, numpy_helper
     monkeypatch.setenv("HASE_HOME", str(tmp_path))
-    from ort_analysis import offline_cuda
+    from hase.ort_analysis import offline_cuda
     f = tmp_path / "hardmax.onnx"
     _tiny(f, [helper.make_node("Relu", ["x"], ["r"], name="relu"),
               helper.make_node("Hardmax", ["r"], ["y"], name="hardmax", axis=-1)], [])
@@ -122,7 +122,7 @@ def test_a_shape_computed_in_the_graph_is_not_claimed_an_integer_data_path_is(tm
     import onnx
     from onnx import TensorProto, helper, numpy_helper
     monkeypatch.setenv("HASE_HOME", str(tmp_path))
-    from ort_analysis import offline_cuda
+    from hase.ort_analysis import offline_cuda
 
     def save(path, nodes, inputs, out, inits=()):
         m = helper.make_model(helper.make_graph(nodes, "t", inputs, [out], list(inits)),
@@ -152,7 +152,7 @@ def test_a_shape_computed_in_the_graph_is_not_claimed_an_integer_data_path_is(tm
 def test_predict_for_a_gpu_on_a_machine_without_a_cuda_ep(compared, tmp_path):
     """`predict_model_latency.py --gpu nvidia-h200` here (no CUDA EP) analyses the CUDA EP's graph offline, says so
     (stdout, log, JSON), and predicts what the GPU record predicts."""
-    from utils.ort_session import cuda_probe
+    from hase.utils.ort_session import cuda_probe
     if cuda_probe()[0]:
         pytest.skip("a CUDA EP runs here: --gpu analyses on it, not offline")
     home, _ = compared
@@ -172,9 +172,9 @@ def test_predict_for_a_gpu_on_a_machine_without_a_cuda_ep(compared, tmp_path):
     assert res["analysis"]["offline"] is True and res["analysis"]["claimed"] is True and res["gpu"] == "nvidia-h200"
     assert res["device"] == "cuda" and res["load_source"].startswith("idle")
     # the same number the GPU record gives through the same path
-    from graph_model.dag_critical_path import records_in_file
-    from inference import timeline_model as tm
-    from ort_analysis.compare_offline_cuda import NoKernelPredictor, predict_idle
+    from hase.graph_model.dag_critical_path import records_in_file
+    from hase.inference import timeline_model as tm
+    from hase.ort_analysis.compare_offline_cuda import NoKernelPredictor, predict_idle
     gpu = records_in_file(H200, models=[MODELS[0]])[MODELS[0]]
     want = predict_idle(gpu, tm.load(tl), NoKernelPredictor())
     assert abs(res["total_ms"] - want) / want < 0.01, (res["total_ms"], want)
@@ -188,7 +188,7 @@ def test_another_onnxruntime_than_the_gpu_records_is_not_claimed(tmp_path, monke
     """Transformers change between ORT versions: an analysis with another version than the GPU records' is no claim."""
     monkeypatch.setenv("HASE_HOME", str(tmp_path))
     from onnx import helper
-    from ort_analysis import offline_cuda
+    from hase.ort_analysis import offline_cuda
     f = tmp_path / "relu.onnx"
     _tiny(f, [helper.make_node("Relu", ["x"], ["y"], name="relu")], y_shape=(1, 4, 8, 8))
     assert offline_cuda.analyse(f)["offline"]["claimed"]   # Relu, float32, the records' version: claimed
@@ -226,7 +226,7 @@ def test_bias_softmax_fusion_follows_orts_conditions(tmp_path, x_shape, b_shape,
     import numpy as np
     import onnx
     from onnx import TensorProto, helper, numpy_helper
-    from ort_analysis import offline_cuda
+    from hase.ort_analysis import offline_cuda
     b = numpy_helper.from_array(np.ones(b_shape, np.float32), "b")
     nodes = [helper.make_node("Add", ["b", "x"], ["s"], name="add"),
              helper.make_node("Softmax", ["s"], ["y"], name="softmax", axis=-1)]

@@ -12,10 +12,10 @@ from onnx import TensorProto, helper
 
 REPO = Path(__file__).resolve().parent.parent
 
-from utils.config import resolve  # noqa: E402
-from utils.errors import HaseError  # noqa: E402
-from utils.kernel_registry import canonical_type  # noqa: E402
-from utils.ort_session import cuda_probe, resolve_device  # noqa: E402
+from hase.utils.config import resolve  # noqa: E402
+from hase.utils.errors import HaseError  # noqa: E402
+from hase.utils.kernel_registry import canonical_type  # noqa: E402
+from hase.utils.ort_session import cuda_probe, resolve_device  # noqa: E402
 from helpers import run_script  # noqa: E402
 
 
@@ -164,7 +164,7 @@ def test_kernel_models_built_once_and_run(home):
 
 
 def test_kernel_build_function_from_record(home, tmp_path):
-    from kernel_model.kernel_builder import kernel_build
+    from hase.kernel_model.kernel_builder import kernel_build
     rec = records(home)["resnet18_bs1_64x64"]
     idx = kernel_build(rec, out_dir=tmp_path)  # the plan's call: device and settings from the record/defaults
     assert len(idx["kernels"]) == len({k["signature"] + k["type"] for k in rec["kernels"]})
@@ -288,7 +288,7 @@ class FakeClock:
 
 def test_progress_in_a_log_writes_a_line_per_10_percent():
     import io
-    from utils.progress import LogProgress, progress
+    from hase.utils.progress import LogProgress, progress
     out = io.StringIO()  # not a TTY, like the main job's log
     bar = progress(range(200), desc="collect", unit="item", stream=out, clock=FakeClock())
     assert isinstance(bar, LogProgress)
@@ -300,7 +300,7 @@ def test_progress_in_a_log_writes_a_line_per_10_percent():
 
 def test_progress_in_a_log_every_few_seconds_and_at_the_end():
     import io
-    from utils.progress import progress
+    from hase.utils.progress import progress
     out, clock = io.StringIO(), FakeClock()
     with progress(total=1000, desc="collect", unit="item", stream=out, every_s=30, clock=clock) as bar:
         for i in range(25):          # 2.5% in 125 s: no 10% step, but a line every 30 s
@@ -318,7 +318,7 @@ def test_progress_in_a_log_every_few_seconds_and_at_the_end():
 def test_progress_on_a_terminal_is_tqdm():
     import io
     from tqdm import tqdm
-    from utils.progress import progress
+    from hase.utils.progress import progress
 
     class Tty(io.StringIO):
         def isatty(self):

@@ -25,15 +25,15 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-from benchmark import gpu_metrics  # noqa: E402
-from benchmark.collector import KERNEL_COLS, MODEL_COLS, NODE_COLS, TAIL_COLS, session_cols  # noqa: E402
-from benchmark.corunners import CORUNNERS, start_corunner  # noqa: E402
-from benchmark.gpu_metrics import PSUTIL_FIELDS, PrometheusSource, PsutilSampler, snapshot  # noqa: E402
-from benchmark.ort_kernel_runner import measure, profile_node_times  # noqa: E402
-from benchmark.stressor import Stressor  # noqa: E402
-from utils.errors import HaseError  # noqa: E402
-from utils.onnx_io import dummy_feed  # noqa: E402
-from utils.ort_session import make_session  # noqa: E402
+from hase.benchmark import gpu_metrics  # noqa: E402
+from hase.benchmark.collector import KERNEL_COLS, MODEL_COLS, NODE_COLS, TAIL_COLS, session_cols  # noqa: E402
+from hase.benchmark.corunners import CORUNNERS, start_corunner  # noqa: E402
+from hase.benchmark.gpu_metrics import PSUTIL_FIELDS, PrometheusSource, PsutilSampler, snapshot  # noqa: E402
+from hase.benchmark.ort_kernel_runner import measure, profile_node_times  # noqa: E402
+from hase.benchmark.stressor import Stressor  # noqa: E402
+from hase.utils.errors import HaseError  # noqa: E402
+from hase.utils.onnx_io import dummy_feed  # noqa: E402
+from hase.utils.ort_session import make_session  # noqa: E402
 from helpers import free_port, start_prometheus, wait_for_series  # noqa: E402
 
 PY = sys.executable
@@ -173,7 +173,7 @@ ITEM_CFG = {"runner": {"warmup": 1, "budget_ms": 5, "min_loops": 3, "max_loops":
 
 def counting_sessions(monkeypatch):
     """Every session collector.measure_item builds, kept (so no two share an id)."""
-    from benchmark import collector as col
+    from hase.benchmark import collector as col
     made, real = [], col.make_session
 
     def counting(*a, **k):
@@ -185,7 +185,7 @@ def counting_sessions(monkeypatch):
 
 def test_model_label_over_fresh_sessions(p4_home, p4_kernels, monkeypatch):
     """A whole model is measured in label_sessions fresh sessions; the label is their median."""
-    from benchmark import collector as col
+    from hase.benchmark import collector as col
     made = counting_sessions(monkeypatch)
     model = p4_home / "model_zoo" / "models" / "resnet18_bs1_64x64.onnx"
     row = col.measure_item(model, "cpu", "all", ITEM_CFG, NoMetrics(), [], sessions=3)
@@ -214,7 +214,7 @@ def test_model_label_over_fresh_sessions(p4_home, p4_kernels, monkeypatch):
 
 def test_session_statistics_exact(p4_home, monkeypatch):
     """Per-session statistics -> median over sessions and p10/p90 across them, on known numbers."""
-    from benchmark import collector as col
+    from hase.benchmark import collector as col
     made = counting_sessions(monkeypatch)
     medians = iter([3.0, 1.0, 2.0, 10.0])
     calls = []
@@ -255,9 +255,9 @@ def test_load_dies_with_killed_parent(tmp_path, name, start):
     parent = tmp_path / "parent.py"
     parent.write_text(textwrap.dedent(f"""
         import sys, time
-        from benchmark.stressor import Stressor
-        from benchmark.corunners import start_corunner
-        from inference.node_agent import NodeAgent
+        from hase.benchmark.stressor import Stressor
+        from hase.benchmark.corunners import start_corunner
+        from hase.inference.node_agent import NodeAgent
         with {start} as s:
             print(s.pid, flush=True)
             time.sleep(120)
@@ -451,7 +451,7 @@ def prometheus_api():
 def test_predictor_load_rejects_bad_values(tmp_path, prometheus_api, busy):
     """--metrics-file and Prometheus: a GR_ENGINE_ACTIVE of 97 (percent for a ratio), -5 or NaN is an error
     naming the field, the value and the range, never a clamped or idle load."""
-    from inference.predict_model_latency import DEFAULTS, current_load
+    from hase.inference.predict_model_latency import DEFAULTS, current_load
     fields = ["DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_SM_CLOCK"]
     snap = tmp_path / "snap.json"
     snap.write_text(json.dumps({"DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.4, "DCGM_FI_DEV_SM_CLOCK": 1980}))
@@ -747,7 +747,7 @@ def test_bad_inputs_one_line(p4_home, tmp_path):
 
 def test_csv_repair_helpers(tmp_path):
     """A half-written last row is dropped; node rows without their models.csv row are dropped."""
-    from benchmark.collector import CsvLog, done_keys, drop_orphan_nodes, repair_tail
+    from hase.benchmark.collector import CsvLog, done_keys, drop_orphan_nodes, repair_tail
     p = tmp_path / "k.csv"
     p.write_text("a,b\n1,2\n3,")
     repair_tail(p)

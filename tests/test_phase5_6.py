@@ -24,13 +24,13 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-from graph_model import dag_critical_path as dcp  # noqa: E402
-from graph_model import overlap_simulator as osim  # noqa: E402
-from training import features as F  # noqa: E402
-from training import train_kernel_model as tkm  # noqa: E402
-from utils.errors import HaseError  # noqa: E402
-from utils.onnx_io import dummy_feed  # noqa: E402
-from utils.ort_session import device_slug  # noqa: E402
+from hase.graph_model import dag_critical_path as dcp  # noqa: E402
+from hase.graph_model import overlap_simulator as osim  # noqa: E402
+from hase.training import features as F  # noqa: E402
+from hase.training import train_kernel_model as tkm  # noqa: E402
+from hase.utils.errors import HaseError  # noqa: E402
+from hase.utils.onnx_io import dummy_feed  # noqa: E402
+from hase.utils.ort_session import device_slug  # noqa: E402
 
 PY = sys.executable
 RUNS, WARMUP = 20, 3

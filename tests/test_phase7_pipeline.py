@@ -21,7 +21,7 @@ def run(args, home, check=True, timeout=900):
 def home(tmp_path_factory):
     h = tmp_path_factory.mktemp("pipe")
     # --idle-busy-max 1: the suite must pass on a loaded machine; refusing a busy baseline is test_reliability's
-    p = run(["-m", "utils.pipeline", "--device", "cpu", "--idle-busy-max", "1"], h)
+    p = run(["-m", "hase.utils.pipeline", "--device", "cpu", "--idle-busy-max", "1"], h)
     assert "pipeline done on cpu" in p.stdout
     written = sorted(str(f.relative_to(h)) for f in h.rglob("*") if f.is_file())   # before the tests add theirs
     (h / "pipeline_stderr.txt").write_text(p.stderr)  # what the main job's log gets (not a TTY)
@@ -98,7 +98,7 @@ def test_evaluator_fit_saved_and_read_back(home):
     model = json.loads((home / "inference" / "results" / slug / "timeline_model.json").read_text())
     assert model["format"] == "hase.timeline_model/1" and model["params"]["kappa"] >= 0
     assert model["statistic"] == "mean"  # the default target: the mean of session.run
-    from inference import timeline_model as tm
+    from hase.inference import timeline_model as tm
     for k in model["fitted"]:   # every fitted constant inside its physical range; ends on a bound are listed
         assert tm.LOWER[k] <= model["params"][k] <= tm.UPPER[k], k
     assert model["at_bounds"] == tm.at_bounds(model["params"], model["fitted"])
@@ -188,7 +188,7 @@ def test_launch_wait_field_absent_stale_and_present(home, tmp_path):
 def test_node_agent_scraped_by_prometheus(home, tmp_path):
     """node agent (real probe on CPU EP, fixed CPU fields) <- real Prometheus <- predictor: the
     measured wait is read with the other fields, fresh, and used."""
-    from inference.node_agent import NodeAgent
+    from hase.inference.node_agent import NodeAgent
     fixed = tmp_path / "fixed.json"
     fixed.write_text(json.dumps(CPU_SNAP))
     eport = free_port()
@@ -258,9 +258,9 @@ def test_evaluator_bad_inputs_are_one_line(home, tmp_path):
 
 def test_plain_sum_without_a_timeline_model(home, tmp_path):
     """No fitted timeline model: the plan's first version (Σ in ORT's order), said so in the output."""
-    from inference.predict_model_latency import format_prediction, predict_record
-    from training.train_kernel_model import load_predictor
-    from utils.paths import read_json
+    from hase.inference.predict_model_latency import format_prediction, predict_record
+    from hase.training.train_kernel_model import load_predictor
+    from hase.utils.paths import read_json
     slug = slug_dir(home / "benchmark" / "results").name
     predictor = load_predictor(home / "training" / "models" / slug)
     record = read_json(home / "ort_analysis" / "ort_kernel_record" / "resnet18_bs1_64x64.cpu.json", "record")
@@ -339,8 +339,8 @@ def test_unseen_types_are_per_prediction(home, tmp_path, monkeypatch):
     import onnx
     from onnx import TensorProto, helper
     monkeypatch.setenv("HASE_HOME", str(home))
-    from inference.predict_model_latency import DEFAULTS, analyse, load_timeline_model, predict_record
-    from training.train_kernel_model import UnknownKernelTypeWarning, load_predictor
+    from hase.inference.predict_model_latency import DEFAULTS, analyse, load_timeline_model, predict_record
+    from hase.training.train_kernel_model import UnknownKernelTypeWarning, load_predictor
     odd = tmp_path / "odd_sigmoid.onnx"  # an op the training zoo never ran
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16, 16])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 16, 16])
@@ -366,7 +366,7 @@ def test_session_spread_from_new_and_old_models_csv():
     """cases' actual_sessions_p10/p90_ms and actual_sessions: from the session columns of the judged
     statistic; a models.csv from before them (or an upgraded row) loads with NaN spread, 1 session."""
     import pandas as pd
-    import evaluator
+    from hase import evaluator
     new = pd.DataFrame({"latency_e2e_ms_mean": [2.0, 3.0], "latency_e2e_ms_mean_sessions_p10": [1.8, float("nan")],
                         "latency_e2e_ms_mean_sessions_p90": [2.4, float("nan")],
                         "latency_e2e_ms_median_sessions_p10": [9.0, 9.0], "label_sessions": [5, float("nan")]})
@@ -384,7 +384,7 @@ def test_pred_vs_actual_draws_hase_on_top_with_the_band(tmp_path):
     import matplotlib.pyplot as plt
     import numpy as np
     import pandas as pd
-    import evaluator
+    from hase import evaluator
     actual = np.geomspace(0.5, 20, 12)
     df = pd.DataFrame({"actual_ms": actual, **{f"{e}_ms": actual * (1.02 + 0.1 * i)
                                                 for i, e in enumerate(evaluator.ESTIMATORS)}})

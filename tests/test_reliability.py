@@ -13,8 +13,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-from utils import config  # noqa: E402
-from utils.errors import HaseError  # noqa: E402
+from hase.utils import config  # noqa: E402
+from hase.utils.errors import HaseError  # noqa: E402
 from test_phase4_benchmark import one_error_line  # noqa: E402
 
 PY = sys.executable
@@ -37,7 +37,7 @@ def script(args: list, home, timeout: float = 300):
     ("pin_dims=3", "config key 'pin_dims' must be a mapping"),
 ])
 def test_config_values_checked_against_defaults(override, needle):
-    from inference.predict_model_latency import DEFAULTS
+    from hase.inference.predict_model_latency import DEFAULTS
     with pytest.raises(HaseError) as e:
         config.resolve(DEFAULTS, None, [override])
     msg = str(e.value)
@@ -45,7 +45,7 @@ def test_config_values_checked_against_defaults(override, needle):
 
 
 def test_config_file_values_checked_and_good_ones_kept(tmp_path):
-    from benchmark.collector import DEFAULTS
+    from hase.benchmark.collector import DEFAULTS
     bad = tmp_path / "c.yaml"
     bad.write_text("stress_levels: [0, high]\n")
     with pytest.raises(HaseError, match=rf"^{bad}: config key 'stress_levels' = \[0, \"high\"\] is not valid "
@@ -57,23 +57,23 @@ def test_config_file_values_checked_and_good_ones_kept(tmp_path):
     # what the defaults allow still resolves: ints for floats, a number for a string key, None defaults
     cfg = config.resolve(DEFAULTS, None, ["settle_s=1", "out=2024", "stress_levels=[0,0.6]", "max_minutes=0.5"])
     assert cfg["settle_s"] == 1 and cfg["out"] == "2024" and cfg["stress_levels"] == [0, 0.6]
-    from training.train_kernel_model import DEFAULTS as TD
+    from hase.training.train_kernel_model import DEFAULTS as TD
     assert config.resolve(TD, None, ["random_forest.max_depth=8"])["random_forest"]["max_depth"] == 8
 
 
 def test_shipped_configs_pass_their_checks():
     """Every phase's committed YAML resolves against its script's defaults."""
     import importlib
-    pairs = {"training.train_kernel_model": "training/config.yaml", "graph_model.dag_critical_path": "graph_model/config.yaml",
-             "kernel_model.kernel_builder": "kernel_model/config.yaml", "kernel_model.kernel_sampler": "kernel_model/sampler.yaml",
-             "benchmark.trace_run": "benchmark/trace_run.yaml", "benchmark.multi_kernel_runner": "benchmark/multi_kernel.yaml",
-             "benchmark.peak_bench": "benchmark/peak_bench.yaml", "benchmark.collector": "benchmark/config.yaml",
-             "inference.fit_cpu_timeline": "inference/cpu_timeline.yaml",
-             "inference.fit_measured_timeline": "inference/measured_timeline.yaml",
-             "inference.node_agent": "inference/node_agent.yaml", "inference.fit_interference": "inference/interference.yaml",
-             "inference.judge_timeline": "inference/judge_timeline.yaml",
-             "inference.predict_model_latency": "inference/config.yaml", "model_zoo.torchvision_exporter": "model_zoo/config.yaml",
-             "ort_analysis.fusion_detector": "ort_analysis/config.yaml", "training.kernel_space_report":
+    pairs = {"hase.training.train_kernel_model": "training/config.yaml", "hase.graph_model.dag_critical_path": "graph_model/config.yaml",
+             "hase.kernel_model.kernel_builder": "kernel_model/config.yaml", "hase.kernel_model.kernel_sampler": "kernel_model/sampler.yaml",
+             "hase.benchmark.trace_run": "benchmark/trace_run.yaml", "hase.benchmark.multi_kernel_runner": "benchmark/multi_kernel.yaml",
+             "hase.benchmark.peak_bench": "benchmark/peak_bench.yaml", "hase.benchmark.collector": "benchmark/config.yaml",
+             "hase.inference.fit_cpu_timeline": "inference/cpu_timeline.yaml",
+             "hase.inference.fit_measured_timeline": "inference/measured_timeline.yaml",
+             "hase.inference.node_agent": "inference/node_agent.yaml", "hase.inference.fit_interference": "inference/interference.yaml",
+             "hase.inference.judge_timeline": "inference/judge_timeline.yaml",
+             "hase.inference.predict_model_latency": "inference/config.yaml", "hase.model_zoo.torchvision_exporter": "model_zoo/config.yaml",
+             "hase.ort_analysis.fusion_detector": "ort_analysis/config.yaml", "hase.training.kernel_space_report":
              "training/kernel_space_report.yaml"}
     for mod, path in pairs.items():
         config.resolve(importlib.import_module(mod).DEFAULTS, REPO / path)
@@ -109,7 +109,7 @@ def test_evaluator_reads_a_given_config(tmp_path):
 
 # ---- item 7: --device auto without a GPU prints nothing of the probe's ORT log --------------------------
 def test_device_auto_probe_log_goes_to_the_debug_log(tmp_path):
-    r = subprocess.run([PY, "-c", "from utils.ort_session import resolve_device; print(resolve_device('auto'))"],
+    r = subprocess.run([PY, "-c", "from hase.utils.ort_session import resolve_device; print(resolve_device('auto'))"],
                        cwd=REPO, env={**__import__("os").environ, "HASE_HOME": str(tmp_path)}, capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() in ("cpu", "cuda")
@@ -134,7 +134,7 @@ class Windows:
 
 
 def test_wait_idle_waits_for_an_idle_window_then_refuses():
-    from benchmark.gpu_metrics import busy_reading, wait_idle
+    from hase.benchmark.gpu_metrics import busy_reading, wait_idle
     src = Windows([96.8, 80.0, 4.0])           # the neighbour stops: the third window is the reference
     assert wait_idle(src, 0.1, 0.01, 5.0)["CPU_UTIL_PCT"] == 4.0 and src.n == 3
     with pytest.raises(HaseError) as e:         # it never stops: bounded, then one line naming field, value, threshold
@@ -150,7 +150,7 @@ def test_wait_idle_waits_for_an_idle_window_then_refuses():
 @pytest.fixture
 def neighbour():
     """A real CPU neighbour: the plan's stressor at full intensity (one core busy)."""
-    from benchmark.stressor import Stressor
+    from hase.benchmark.stressor import Stressor
     with Stressor(1.0, "matmul", "cpu") as s:
         import time
         time.sleep(1.0)   # its first matmuls are under way
@@ -212,7 +212,7 @@ def test_node_agent_refuses_busy_fixed_values(tmp_path):
 
 # ---- item 2: local sampling long enough for the busy field's noise -----------------------------------------
 def test_local_sampling_stops_on_the_busy_fields_noise():
-    from inference.predict_model_latency import DEFAULTS, sampled_enough
+    from hase.inference.predict_model_latency import DEFAULTS, sampled_enough
     cfg = dict(DEFAULTS)   # at least 1 s, then standard error <= 0.02, at most 5 s
     assert sampled_enough([0.5, 0.5], 0.5, cfg)[0] is False            # never before sample_s
     done, se = sampled_enough([0.50, 0.51, 0.49, 0.50], 1.0, cfg)

@@ -12,10 +12,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-from benchmark.bandwidth import fit_linear, load_table, transfer_ms  # noqa: E402
-from graph_model.overlap_simulator import simulate  # noqa: E402
-from inference import timeline_model as tm  # noqa: E402
-from utils.errors import HaseError  # noqa: E402
+from hase.benchmark.bandwidth import fit_linear, load_table, transfer_ms  # noqa: E402
+from hase.graph_model.overlap_simulator import simulate  # noqa: E402
+from hase.inference import timeline_model as tm  # noqa: E402
+from hase.utils.errors import HaseError  # noqa: E402
 
 H200_RECORDS = REPO / "ort_analysis" / "ort_kernel_record" / "nvidia-h200"
 P0 = dict(tm.DEFAULT_PARAMS)
@@ -24,7 +24,7 @@ P0 = dict(tm.DEFAULT_PARAMS)
 @pytest.fixture(scope="module")
 def record():
     # a real CUDA EP record from the H200 (committed in one tar.xz)
-    from graph_model.dag_critical_path import load_records
+    from hase.graph_model.dag_critical_path import load_records
     return load_records(H200_RECORDS / "records.json.xz", ["resnet18_bs16_224x224"])["resnet18_bs16_224x224"]
 
 
@@ -188,7 +188,7 @@ def test_load_calibration_cli_on_cpu(tmp_path):
 
 
 def test_launch_probe_chain_on_cpu():
-    from benchmark.launch_probe import N_LAUNCHES, make_probe, probe, probe_model, wait_per_launch_us
+    from hase.benchmark.launch_probe import N_LAUNCHES, make_probe, probe, probe_model, wait_per_launch_us
     model = onnx.load_from_string(probe_model())
     assert [n.op_type for n in model.graph.node] == ["Relu"] * N_LAUNCHES
     res = probe(make_probe("cpu", warmup=5), budget_ms=30)
@@ -209,7 +209,7 @@ def _rows():
 
 
 def test_lookup_exact_interpolated_and_flagged():
-    from training.lookup_table import LookupTable, build
+    from hase.training.lookup_table import LookupTable, build
     lt = LookupTable(build(_rows(), "latency_device_ms_median"))
     load = lambda u: {"bg_DCGM_FI_PROF_GR_ENGINE_ACTIVE": u}  # noqa: E731
     assert lt.predict("Conv_a", "Conv", 1e6, load(0.4)) == (pytest.approx(0.12), "exact")
@@ -224,7 +224,7 @@ def test_lookup_exact_interpolated_and_flagged():
 
 
 def test_lookup_drops_a_bad_run_but_keeps_physics():
-    from training.lookup_table import sane_points
+    from hase.training.lookup_table import sane_points
     # a kernel 40x slower at idle than under every heavier load is a bad run; a real slowdown stays
     assert sane_points([0.0, 0.3, 0.6], [1.7, 0.04, 0.041]) == ([0.3, 0.6], [0.04, 0.041])
     assert sane_points([0.0, 0.3, 0.9], [0.05, 0.06, 1.0]) == ([0.0, 0.3, 0.9], [0.05, 0.06, 1.0])
@@ -235,7 +235,7 @@ def test_records_from_one_tar_xz_or_a_folder(tmp_path):
     a model that is not there is a one-line error naming it and the file."""
     import gzip
     import json
-    from graph_model.dag_critical_path import load_records, records_in_file
+    from hase.graph_model.dag_critical_path import load_records, records_in_file
     tar = H200_RECORDS / "records.json.xz"
     every = records_in_file(tar)
     assert len(every) >= 40 and all("kernels" in r and "edges" in r for r in every.values())

@@ -18,8 +18,8 @@ from helpers import build_residual_model
 
 REPO = Path(__file__).resolve().parent.parent
 
-from benchmark import trace_run as tr  # noqa: E402
-from utils.errors import HaseError  # noqa: E402
+from hase.benchmark import trace_run as tr  # noqa: E402
+from hase.utils.errors import HaseError  # noqa: E402
 
 PY = sys.executable
 FAST = ["--device", "cpu", "--set", "warmup=2", "--set", "profiled_runs=3", "--set", "budget_ms=5",

@@ -5,9 +5,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from benchmark import variance_report as vr  # noqa: E402
+from hase.benchmark import variance_report as vr  # noqa: E402
 from tests.helpers import run_script  # noqa: E402
-from utils.errors import HaseError  # noqa: E402
+from hase.utils.errors import HaseError  # noqa: E402
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmark" / "variance_report.py"
 # machine -> e2e_median_ms of the sessions of model "m" (EXHAUSTIVE)

@@ -26,17 +26,17 @@ from pathlib import Path
 
 import numpy as np  # noqa: E402
 
-from training import lookup_table  # noqa: E402
-from training.features import (META_TYPE, UNSEEN_CODE, feature_frame, feature_names,  # noqa: E402
+from hase.training import lookup_table  # noqa: E402
+from hase.training.features import (META_TYPE, UNSEEN_CODE, feature_frame, feature_names,  # noqa: E402
                                generic_feature_names, type_vocabulary)
-from training.kernel_predictor import FORESTS, FORMAT, MANIFEST, forest_arrays, save_forests  # noqa: E402
-from training.kernel_space_report import DEFAULTS as REPORT, combine  # noqa: E402
-from training.train_kernel_model import best_of, group_split, load_dataset, sha256_file  # noqa: E402
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
-from utils.metrics import accuracy, fmt  # noqa: E402
+from hase.training.kernel_predictor import FORESTS, FORMAT, MANIFEST, forest_arrays, save_forests  # noqa: E402
+from hase.training.kernel_space_report import DEFAULTS as REPORT, combine  # noqa: E402
+from hase.training.train_kernel_model import best_of, group_split, load_dataset, sha256_file  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
+from hase.utils.metrics import accuracy, fmt  # noqa: E402
 
 DEFAULTS = {"gpu": "nvidia-h200", "gpus": REPORT["gpus"], "target": REPORT["target"], "label": REPORT["label"],
             "test_fraction": REPORT["test_fraction"], "seed": REPORT["seed"],

@@ -21,9 +21,9 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from utils.errors import HaseError
-from utils.kernel_registry import CATEGORIES, category_of
-from utils.paths import read_json
+from hase.utils.errors import HaseError
+from hase.utils.kernel_registry import CATEGORIES, category_of
+from hase.utils.paths import read_json
 
 GEOMETRY = ["N", "C", "H", "W", "Cout", "Hout", "Wout", "kernel_h", "kernel_w", "stride_h", "stride_w", "groups"]
 COST = ["flops", "bytes_read", "bytes_written", "bytes_total", "arith_intensity", "in_elems", "out_elems"]

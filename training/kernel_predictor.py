@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kernel_model.kernel_builder import kernel_id
-from training import lookup_table
-from training.features import META_TYPE, ROOFLINE_COLS, TYPE_COL, feature_frame, with_roofline
-from utils.errors import HaseError
+from hase.kernel_model.kernel_builder import kernel_id
+from hase.training import lookup_table
+from hase.training.features import META_TYPE, ROOFLINE_COLS, TYPE_COL, feature_frame, with_roofline
+from hase.utils.errors import HaseError
 
 FORMAT = "hase.kernel_model/1"
 LOOKUP = "lookup_table.json"
@@ -78,7 +78,7 @@ def save_forests(forests: dict, path: Path) -> None:
     """{model key: forest_arrays()} -> one xz-compressed npz."""
     buf = io.BytesIO()
     np.savez(buf, **{f"{key}|{name}": arr for key, arrs in forests.items() for name, arr in arrs.items()})
-    from utils import paths
+    from hase.utils import paths
     paths.atomic_write_bytes(path, lzma.compress(buf.getvalue(), preset=9 | lzma.PRESET_EXTREME))
 
 
@@ -250,7 +250,7 @@ class KernelPredictor:
 
 def load_predictor(model_dir):
     """The predictor in a folder: a kernel predictor (phase 5) or a corpus node model (inference/node_model.py)."""
-    from inference.node_model import NodeModel, is_node_model
+    from hase.inference.node_model import NodeModel, is_node_model
     if is_node_model(model_dir):
         return NodeModel.load(model_dir)
     return KernelPredictor(model_dir)

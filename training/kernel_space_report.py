@@ -38,14 +38,14 @@ from pathlib import Path
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from training import features as F  # noqa: E402
-from training.train_kernel_model import group_split, load_dataset  # noqa: E402
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args, save_resolved  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
-from utils.metrics import accuracy  # noqa: E402
-from utils.tables import read_csv_checked  # noqa: E402
+from hase.training import features as F  # noqa: E402
+from hase.training.train_kernel_model import group_split, load_dataset  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args, save_resolved  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
+from hase.utils.metrics import accuracy  # noqa: E402
+from hase.utils.tables import read_csv_checked  # noqa: E402
 
 DEFAULTS = {"gpus": {"nvidia-h200": ["benchmark/results/nvidia-h200/kernel_space/kernels.csv.xz",
                                      "benchmark/results/nvidia-h200/kernel_space/kernels_s1.csv.xz",
@@ -129,7 +129,7 @@ def session_noise(csvs, labels: pd.DataFrame, target: str) -> dict:
     reps = repeats_of(csvs)
     if not reps:
         return {}
-    from benchmark.import_kernel_space import repeat_difference
+    from hase.benchmark.import_kernel_space import repeat_difference
     col = "first_session_ms" if "first_session_ms" in labels else target   # the first session's, not the median
     first = labels.set_index("Kernel_ID")[col]
     return {r.name: repeat_difference(first, r) for r in reps}
@@ -271,8 +271,8 @@ def fallback_shares(models_dir: Path, records_glob: str, csv: Path) -> dict:
     the kernel-space data lack), and those types; under the collection's idle load (median bg_ fields)."""
     import glob
     import warnings
-    from graph_model.dag_critical_path import load_record, records_in_file
-    from training.train_kernel_model import load_predictor
+    from hase.graph_model.dag_critical_path import load_record, records_in_file
+    from hase.training.train_kernel_model import load_predictor
     pred = load_predictor(models_dir)
     idle = pd.read_csv(csv, usecols=list(pred.load_fields)).median().to_dict() if pred.load_fields else {}
     out = {}

@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from kernel_model.kernel_builder import kernel_id  # noqa: E402
-from utils import paths  # noqa: E402
-from utils.errors import HaseError  # noqa: E402
+from hase.kernel_model.kernel_builder import kernel_id  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.errors import HaseError  # noqa: E402
 
 FORMAT = "hase.lookup_table/1"
 OUTLIER_FACTOR = 3.0

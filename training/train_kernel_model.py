@@ -27,17 +27,17 @@ from pathlib import Path
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from training import lookup_table  # noqa: E402
-from training.features import (META_TYPE, ROOFLINE_COLS, UNSEEN_CODE, feature_frame,  # noqa: E402
+from hase.training import lookup_table  # noqa: E402
+from hase.training.features import (META_TYPE, ROOFLINE_COLS, UNSEEN_CODE, feature_frame,  # noqa: E402
                                feature_names, generic_feature_names, read_peaks, type_vocabulary,
                                with_roofline)
-from utils import paths  # noqa: E402
-from utils.config import base_parser, from_args, save_resolved  # noqa: E402
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.logger import get_logger  # noqa: E402
-from utils.metrics import accuracy, fmt  # noqa: E402
+from hase.utils import paths  # noqa: E402
+from hase.utils.config import base_parser, from_args, save_resolved  # noqa: E402
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.logger import get_logger  # noqa: E402
+from hase.utils.metrics import accuracy, fmt  # noqa: E402
 # the runtime predictor lives in a library module; these names stay importable from here
-from training.kernel_predictor import (FORMAT, LOOKUP, MANIFEST, BeyondTrainingRangeWarning,  # noqa: E402,F401
+from hase.training.kernel_predictor import (FORMAT, LOOKUP, MANIFEST, BeyondTrainingRangeWarning,  # noqa: E402,F401
                                        KernelPredictor, UnknownKernelTypeWarning, load_predictor, onnx_session)
 
 ALGOS = ("xgboost", "random_forest")
@@ -73,7 +73,7 @@ def sha256_file(path: Path) -> str:
 
 def load_dataset(csv_path: Path, target: str) -> pd.DataFrame:
     """Phase 4 rows with status ok and a positive, finite target."""
-    from utils.tables import read_csv_checked
+    from hase.utils.tables import read_csv_checked
     csv_path = Path(csv_path)
     if not csv_path.exists():
         raise HaseError("benchmark CSV not found (run phase 4 first, or --set data_csv=...)", csv_path)
@@ -389,7 +389,7 @@ def resolve_paths(cfg: dict) -> tuple:
         return csv_path, slug
     slug = cfg["device_slug"]
     if not slug:
-        from utils.ort_session import device_slug, gpu_info, resolve_device
+        from hase.utils.ort_session import device_slug, gpu_info, resolve_device
         if cfg["device"] == "cuda" and not gpu_info():   # training needs no GPU, only its name
             raise HaseError("no GPU here to name the data folder: --set device_slug=<slug, e.g. nvidia-h200> "
                             "or --set data_csv=benchmark/results/<slug>/kernels.csv")

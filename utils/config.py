@@ -15,8 +15,8 @@ from pathlib import Path
 
 import yaml
 
-from utils import paths
-from utils.errors import HaseError
+from hase.utils import paths
+from hase.utils.errors import HaseError
 
 
 def base_parser(description: str, phase_dir: str, config_name: str = "config.yaml") -> argparse.ArgumentParser:

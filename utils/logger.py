@@ -2,7 +2,7 @@
 import logging
 import sys
 
-from utils import paths
+from hase.utils import paths
 
 _FMT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 

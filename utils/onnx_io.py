@@ -5,7 +5,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
-from utils.errors import HaseError
+from hase.utils.errors import HaseError
 
 # ONNX tensor type <-> numpy <-> the names ORT's profiler uses
 NP_OF_ONNX = {TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16, TensorProto.DOUBLE: np.float64,

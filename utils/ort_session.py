@@ -18,7 +18,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper
 
-from utils.errors import HaseError
+from hase.utils.errors import HaseError
 
 EP_OF = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
 OPT_LEVELS = {
@@ -72,7 +72,7 @@ def stderr_to_debug_log(name: str):
             tmp.seek(0)
             text = tmp.read().decode(errors="replace")
         if text.strip():
-            from utils import paths
+            from hase.utils import paths
             logging.getLogger("hase.ort_session").debug("%s: %s", name, text.strip())
             try:
                 paths.atomic_write_text(paths.logs_dir() / f"{name}.log", text)
@@ -191,7 +191,7 @@ def cpu_name() -> str:
 
 def device_slug(device: str, device_id: int = 0) -> str:
     """Folder name for per-device results: 'nvidia-h200' on CUDA, 'cpu-<model>' on CPU."""
-    from utils.paths import slug
+    from hase.utils.paths import slug
     if device == "cuda":
         return slug(gpu_info(device_id).get("gpu_name", "unknown-gpu"))
     return "cpu-" + slug(cpu_name())[:40]

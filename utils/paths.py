@@ -11,16 +11,24 @@ import os
 import re
 from pathlib import Path
 
-from utils.errors import HaseError
+from hase.utils.errors import HaseError
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parent.parent   # the phase folders' parent: the checkout, or site-packages/hase
+
+
+def import_root() -> Path:
+    """The folder that holds the `hase` package (the checkout's root; site-packages when installed)."""
+    import hase
+    return Path(hase.__file__).resolve().parent.parent
 
 
 def child_env(env=None) -> dict:
-    """The environment for a child process that runs one of Hase's scripts by path: the repository's root first on
-    PYTHONPATH, so `python path/to/script.py` imports the project whether or not it is installed."""
+    """The environment for a child process that runs one of Hase's scripts by path: the folder holding `hase` first
+    on PYTHONPATH, so `python path/to/script.py` imports this copy of the project whether or not it is installed."""
     env = dict(os.environ if env is None else env)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    root = str(import_root())
+    env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+                                                  if p and p != root])
     return env
 
 

@@ -1,6 +1,6 @@
 """The main job: every phase in order, each as its own script reading the previous one's files.
 
-  python -m utils.pipeline [--device cpu|cuda|auto] [--from PHASE] [--only PHASE] [--idle-busy-max F]
+  python -m hase.utils.pipeline [--device cpu|cuda|auto] [--from PHASE] [--only PHASE] [--idle-busy-max F]
 
 The collector's stress level 0 and the evaluator's fit are the idle reference: on a machine that is not idle
 (busy field above idle_busy_max, 0.1) they wait, then stop with one line naming the field and its value;
@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 
-from utils import paths
-from utils.errors import HaseError, run_main  # noqa: E402
-from utils.ort_session import resolve_device  # noqa: E402
+from hase.utils import paths
+from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.ort_session import resolve_device  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -42,8 +42,8 @@ IDLE_STAGES = ("collect", "evaluate")   # the stages that record or fit an idle 
 def stage_args(name: str, device: str) -> list:
     """Arguments a stage needs beyond --device/--set (the evaluator reads phase 4's measurements)."""
     if name == "evaluate":
-        from utils import paths
-        from utils.ort_session import device_slug
+        from hase.utils import paths
+        from hase.utils.ort_session import device_slug
         return ["--from-csv", str(paths.bench_results_dir() / device_slug(device) / "models.csv"),
                 "--fit"]
     return []

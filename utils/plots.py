@@ -3,7 +3,7 @@ committed beside the data and the tree travels to the GPU machine), written to a
 import io
 from pathlib import Path
 
-from utils import paths
+from hase.utils import paths
 
 
 def save_png(fig, path: Path, dpi: int = 110) -> None:

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from utils import paths
-from utils.errors import HaseError
+from hase.utils import paths
+from hase.utils.errors import HaseError
 
 
 def read_csv_checked(path, required=(), what: str = "CSV", prefix: str = "", **kw) -> pd.DataFrame:

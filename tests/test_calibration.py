@@ -222,9 +222,11 @@ def test_a_cpu_timeline_follows_the_target_cpus_calibration():
     s2, _ = mc.cpu_scales(model, slow_host)
     assert run(tiny, mc.calibrated_cpu_model(model, s2)) > 1.8 * run(tiny, model)
     assert run(conv, mc.calibrated_cpu_model(model, s2)) < 1.05 * run(conv, model)
-    # another thread count, no reference, a stale profile: unscaled, one warning naming the field
-    for target, field in ((dict(slow_compute, threads=8), "'threads'"),
-                          (dict(slow_compute, time_unix=time.time() - 30 * 86400), "'time_unix'"),
+    # another thread count: each side's throughput is at its own count, so the ratio scales, and says for which
+    s, w = mc.cpu_scales(model, dict(slow_compute, threads=8))
+    assert s["conv_gflops"] == pytest.approx(2.0) and "measured with 2 intra-op threads" in w and "with 8 intra-op" in w
+    # no reference, a stale profile, a missing rate: unscaled, one warning naming the field
+    for target, field in ((dict(slow_compute, time_unix=time.time() - 30 * 86400), "'time_unix'"),
                           (dict(slow_compute, compute={"conv_gflops": 50.0}), "'matmul_gflops'")):
         s, w = mc.cpu_scales(model, target)
         assert set(s.values()) == {1.0} and field in w

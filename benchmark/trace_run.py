@@ -514,6 +514,10 @@ def main() -> int:
                   {"provenance": provenance(device, cfg["device_id"])})
     s_csv, n_csv = out / "trace_sessions.csv", out / "trace_nodes.csv"
     done = done_sessions(s_csv)
+    from benchmark.gpu_metrics import IdleGuard
+    guard = IdleGuard(device, cfg["device_id"], cfg["idle_busy_max"], cfg["idle_window_s"], cfg["idle_wait_s"],
+                      cfg["idle_check_s"], "trace_run")
+    guard.check()   # before the process calibration too: a profile taken next to a busy neighbour is the wrong speed
     calibrator = None
     if cfg["calibrate"]:  # this process's host and copy speed, once in full, then per session (host chains)
         from benchmark.host_calibration import Calibrator
@@ -532,9 +536,6 @@ def main() -> int:
                        or cfg["clean_sessions"] > cfg["sessions"]]
         if todo_models:
             clean = clean_pass(todo_models, cfg, out, log)
-    from benchmark.gpu_metrics import IdleGuard
-    guard = IdleGuard(device, cfg["device_id"], cfg["idle_busy_max"], cfg["idle_window_s"], cfg["idle_wait_s"],
-                      cfg["idle_check_s"], "trace_run")
     t0 = time.perf_counter()
     for mi, mp in enumerate(models):
         todo = [i for i in range(cfg["sessions"]) if (mp.stem, algo, str(i)) not in done]

@@ -32,10 +32,11 @@ from hase.utils.ort_session import make_session, resolve_device
 
 DEFAULTS = {"device": "auto", "device_id": 0, "models": [], "sessions": 3, "warmup": 20, "budget_ms": 300.0,
             "min_loops": 20, "max_loops": 5000, "cudnn_conv_algo_search": "EXHAUSTIVE", "threads": 0, "seed": 0,
-            "calib_budget_ms": 8.0, "profiled_runs": 0, "model_list": "", "settle_max_s": 60.0, "out": ""}
+            "calib_budget_ms": 8.0, "profiled_runs": 0, "model_list": "", "settle_max_s": 60.0, "out": "",
+            "idle_busy_max": 0.1, "idle_window_s": 0.5, "idle_wait_s": 60.0, "idle_check_s": 60.0}  # as trace_run's
 FIELDS = ["model", "session", "e2e_clean_median_ms", "e2e_clean_p10_ms", "e2e_clean_p90_ms", "e2e_clean_n",
           "clean_calib_host_index_us", "clean_pid", "clean_ort_node_sum_us", "clean_ort_execute_us",
-          "clean_profiled_wall_us"]
+          "clean_profiled_wall_us", "clean_bg_busy_field", "clean_bg_busy_value", "clean_bg_busy_frac"]
 
 
 def done_rows(path: Path) -> set:
@@ -95,17 +96,27 @@ def measure(models: list, cfg: dict, log) -> int:
     from hase.benchmark.host_calibration import Calibrator, host_index
     cal = Calibrator(device, cfg["device_id"], cfg["threads"])
     settle(cal, cfg, log)
+    from hase.benchmark.gpu_metrics import IdleGuard
+    guard = IdleGuard(device, cfg["device_id"], cfg["idle_busy_max"], cfg["idle_window_s"], cfg["idle_wait_s"],
+                      cfg["idle_check_s"], "clean_labels")
     new = not out.exists()
+    header = FIELDS
+    if not new:  # a file begun before a column was added keeps its header (the new columns are left out)
+        with open(out, newline="") as f:
+            header = next(csv.reader(f), None) or FIELDS
     added, t0 = 0, time.perf_counter()
     with open(out, "a", newline="") as f:
-        w = csv.DictWriter(f, FIELDS)
+        w = csv.DictWriter(f, header, extrasaction="ignore")
         if new:
             w.writeheader()
         for mi, mp in enumerate(models):
             mp = Path(mp)
+            idle = None
             for i in range(int(cfg["sessions"])):
                 if (mp.stem, str(i)) in done:
                     continue
+                if idle is None:
+                    idle = {f"clean_{k}": v for k, v in guard.check().items()}
                 host = host_index(cal.host(cfg["calib_budget_ms"]))
                 prof = tempfile.mkdtemp(prefix="hase_clean_") if cfg["profiled_runs"] else None
                 sess = make_session(mp, device, device_id=cfg["device_id"], cuda_options=cuda_opts,
@@ -118,7 +129,7 @@ def measure(models: list, cfg: dict, log) -> int:
                 w.writerow({"model": mp.stem, "session": i, "e2e_clean_median_ms": f"{r['median_ms']:.6g}",
                             "e2e_clean_p10_ms": f"{r['p10_ms']:.6g}", "e2e_clean_p90_ms": f"{r['p90_ms']:.6g}",
                             "e2e_clean_n": len(r["samples_ms"]), "clean_calib_host_index_us": f"{host:.4g}",
-                            "clean_pid": os.getpid(), **ort})
+                            "clean_pid": os.getpid(), **ort, **idle})
                 f.flush()
                 added += 1
                 del run, sess

@@ -467,6 +467,69 @@ def wait_idle(source: Source, busy_max: float, window_s: float, wait_s: float, k
                             + f"; stop the neighbour, or raise {key} to accept a loaded baseline")
 
 
+class IdleGuard:
+    """The idle check of a measurement job (trace_run's and clean_labels' sessions are the timeline fits' idle
+    reference): before a model, at most every `every_s`, a `window_s` window of the busy field with this process
+    idle (GR engine on a GPU, system CPU util on the CPU EP, so the reading is the neighbours' load), through
+    wait_idle (waits up to `wait_s`, then one line naming the field, its value and the threshold). `columns()` is
+    the last reading as session-row columns: the fits drop sessions whose bg_busy_frac is above their own
+    idle_busy_max. busy_max >= 1 records but never refuses; a machine without a metrics source records nothing."""
+
+    def __init__(self, device: str, device_id: int, busy_max: float, window_s: float = 0.5, wait_s: float = 60.0,
+                 every_s: float = 60.0, what: str = "measurement"):
+        self.device, self.device_id, self.busy_max = device, int(device_id), float(busy_max)
+        self.window_s, self.wait_s, self.every_s, self.what = float(window_s), float(wait_s), float(every_s), what
+        self._last, self._t = None, None
+
+    def check(self) -> dict:
+        now = time.monotonic()
+        if self._t is None or now - self._t >= self.every_s:
+            try:
+                src = make_source({"source": "auto", "sample_ms": 50}, self.device, self.device_id)
+            except HaseError:  # no NVML: nothing to read, nothing recorded
+                self._last, self._t = {}, now
+                return self.columns()
+            src.start()
+            try:
+                w = wait_idle(src, self.busy_max, self.window_s, self.wait_s, "idle_busy_max",
+                              f"{self.what} (its sessions are an idle reference)")
+            finally:
+                src.stop()
+            field, value, frac = busy_reading(w)
+            self._last = {"bg_busy_field": field, "bg_busy_value": value, "bg_busy_frac": frac} if field else {}
+            self._t = time.monotonic()
+        return self.columns()
+
+    def columns(self) -> dict:
+        return dict(self._last or {})
+
+
+def drop_busy_sessions(df, busy_max: float, what: str, log=None, prefix: str = "", nodes=None):
+    """Sessions whose recorded background busy fraction (`prefix`bg_busy_frac, IdleGuard) is above busy_max are
+    not an idle reference: dropped with a warning (and their rows in `nodes`, matched on the key columns both
+    share); all of them -> one-line HaseError naming the field. Sessions measured before the column existed (NaN)
+    are kept. Returns df, or (df, nodes) when nodes is given."""
+    col = prefix + "bg_busy_frac"
+    if col not in df.columns or busy_max >= 1:
+        return df if nodes is None else (df, nodes)
+    frac = df[col].astype(float)
+    bad = frac > float(busy_max)
+    if not bad.any():
+        return df if nodes is None else (df, nodes)
+    worst = df.loc[frac.idxmax()]
+    msg = not_idle(str(worst.get(prefix + "bg_busy_field") or "CPU_UTIL_PCT"), float(worst[prefix + "bg_busy_value"]),
+                   float(busy_max), "idle_busy_max", f"before {int(bad.sum())} of {len(df)} sessions (worst)")
+    if bad.all():
+        raise HaseError(f"{what}: no idle session: {msg}; measure again on an idle machine, or raise idle_busy_max")
+    if log is not None:
+        log.warning("%s: dropped %d sessions measured next to a busy neighbour: %s", what, int(bad.sum()), msg)
+    if nodes is None:
+        return df[~bad]
+    keys = [k for k in ("machine", "model", "cudnn_conv_algo_search", "session") if k in df.columns and k in nodes]
+    gone = df.loc[bad, keys].astype(str).apply(tuple, axis=1)
+    return df[~bad], nodes[~nodes[keys].astype(str).apply(tuple, axis=1).isin(set(gone))]
+
+
 def make_source(mcfg: dict, device: str, device_id: int = 0) -> Source:
     """Source from the collector's `metrics` config: source auto = nvml on cuda, psutil on cpu."""
     kind = mcfg.get("source", "auto")

@@ -58,7 +58,11 @@ DEFAULTS = {"device": "auto", "device_id": 0, "models": [], "sessions": 5, "warm
             "cupti_runs": 20, "budget_ms": 300.0, "min_loops": 20, "max_loops": 5000, "modes": ["e2e", "device"],
             "cudnn_conv_algo_search": "EXHAUSTIVE", "trace_sessions": 1, "out": "timeline", "seed": 0, "threads": 0,
             "keep_going": False, "model_list": "", "calibrate": True, "calib_budget_ms": 8.0, "clean_labels": True,
-            "clean_sessions": 0, "settle_max_s": 60.0}
+            "clean_sessions": 0, "settle_max_s": 60.0,
+            # the sessions are the timeline fits' idle reference: before a model, at most every idle_check_s, the busy
+            # field (GR engine; CPU util on CPU EP) over idle_window_s must be <= idle_busy_max, else wait up to
+            # idle_wait_s and stop with one line (1 = record, never refuse); recorded as bg_busy_* per session
+            "idle_busy_max": 0.1, "idle_window_s": 0.5, "idle_wait_s": 60.0, "idle_check_s": 60.0}
 CONFIG = paths.REPO / "benchmark" / "trace_run.yaml"   # this tool's own config (collector's is config.yaml)
 RUN_MARKER = "hase_trace_run"
 BEFORE, AFTER = "(before Execute)", "(after Execute)"
@@ -440,8 +444,9 @@ def clean_pass(models: list, cfg: dict, out: Path, log, device: str = "cuda") ->
            "--log-level", "WARNING", "--set", f"models=[{', '.join(str(m) for m in models)}]"]
     cmd += ["--set", f"sessions={cfg.get('clean_sessions') or cfg['sessions']}"]
     for k in ("warmup", "budget_ms", "min_loops", "max_loops", "cudnn_conv_algo_search", "threads",
-              "seed", "device_id", "calib_budget_ms", "profiled_runs", "settle_max_s"):
-        cmd += ["--set", f"{k}={cfg[k]}"]
+              "seed", "device_id", "calib_budget_ms", "profiled_runs", "settle_max_s", "idle_busy_max",
+              "idle_window_s", "idle_wait_s", "idle_check_s"):
+        cmd += ["--set", f"{k}={cfg.get(k, DEFAULTS[k])}"]
     cmd += ["--set", f"out={csv_path}"]
     env = paths.child_env()
     t0 = time.perf_counter()
@@ -509,6 +514,10 @@ def main() -> int:
                   {"provenance": provenance(device, cfg["device_id"])})
     s_csv, n_csv = out / "trace_sessions.csv", out / "trace_nodes.csv"
     done = done_sessions(s_csv)
+    from hase.benchmark.gpu_metrics import IdleGuard
+    guard = IdleGuard(device, cfg["device_id"], cfg["idle_busy_max"], cfg["idle_window_s"], cfg["idle_wait_s"],
+                      cfg["idle_check_s"], "trace_run")
+    guard.check()   # before the process calibration too: a profile taken next to a busy neighbour is the wrong speed
     calibrator = None
     if cfg["calibrate"]:  # this process's host and copy speed, once in full, then per session (host chains)
         from hase.benchmark.host_calibration import Calibrator
@@ -532,6 +541,7 @@ def main() -> int:
         todo = [i for i in range(cfg["sessions"]) if (mp.stem, algo, str(i)) not in done]
         if not todo:
             continue
+        idle = guard.check()
         label = kernel_labels(mp, device)
         srows, nrows = [], []
         for i in todo:
@@ -546,6 +556,7 @@ def main() -> int:
                 log.error("%s session %d failed: %s", mp.stem, i, " ".join(str(e).split())[:200])
                 break
             row["algo_tag"] = algo
+            row.update(idle)
             row.update(clean.get((mp.stem, str(i)), {}))
             srows.append(row)
             nrows += nodes

@@ -35,7 +35,7 @@ import pandas as pd  # noqa: E402
 
 from hase.graph_model.dag_critical_path import io_bytes, load_records  # noqa: E402
 from hase.inference import timeline_model as tm  # noqa: E402
-from hase.inference.fit_measured_timeline import (clean_labels, copy_terms, cupti_launch_us, labels,  # noqa: E402
+from hase.inference.fit_measured_timeline import (IDLE_BUSY_MAX, clean_labels, copy_terms, cupti_launch_us, labels,  # noqa: E402
                                              measured_host_table, node_medians, read_clean, read_machines,
                                              spread_factors)
 from hase.inference import machine_calibration as mc  # noqa: E402
@@ -52,21 +52,21 @@ DEFAULTS = {"timeline_dirs": ["benchmark/results/nvidia-h200/corpus/machine_*"],
             "load_params_from": "inference/results/nvidia-h200/interference/timeline_model.json",
             "algo": "EXHAUSTIVE", "dispatch_bound_idle_frac": 0.5, "spread_quantiles": [0.1, 0.9],
             "cv_folds": 5, "xgboost": {}, "host_relative_to_calibration": True, "label": "clean",
-            "out": "inference/results/nvidia-h200/corpus"}
+            "idle_busy_max": IDLE_BUSY_MAX, "out": "inference/results/nvidia-h200/corpus"}
 
 
-def split_sessions(timeline_dirs, algo: str, archs) -> tuple:
+def split_sessions(timeline_dirs, algo: str, archs, busy_max: float = IDLE_BUSY_MAX) -> tuple:
     """(sessions, nodes, models, dirs, clean) of the measured corpus restricted to the given architectures (one
     split), every other model dropped before any statistic is taken. Folders with clean labels only (no trace
     tables) add to `clean` alone."""
     every = [d for d in paths.expand_globs(timeline_dirs) if Path(d).is_dir()]
     dirs = [d for d in every if paths.csv_or_gz(Path(d) / "trace_sessions.csv").exists()]
-    sessions, nodes = read_machines(dirs)
+    sessions, nodes = read_machines(dirs, busy_max)
     archs = set(archs)
     models = sorted(m for m in sessions["model"].unique() if paths.model_arch(m) in archs)
     keep_s = (sessions["cudnn_conv_algo_search"] == algo) & sessions["model"].isin(models)
     keep_n = (nodes["cudnn_conv_algo_search"] == algo) & nodes["model"].isin(models)
-    clean = read_clean(every)
+    clean = read_clean(every, busy_max=busy_max)
     clean = clean[[paths.model_arch(m) in archs for m in clean["model"]]]
     return sessions[keep_s], nodes[keep_n], models, dirs, clean
 
@@ -128,7 +128,8 @@ def main() -> int:
     split = load_split()
     q = tuple(float(x) for x in cfg["spread_quantiles"])
     # the training split only: exam models are dropped before any statistic is taken
-    sessions, nodes, train, dirs, clean = split_sessions(cfg["timeline_dirs"], cfg["algo"], split.train)
+    sessions, nodes, train, dirs, clean = split_sessions(cfg["timeline_dirs"], cfg["algo"], split.train,
+                                                        float(cfg["idle_busy_max"]))
     if not train:
         raise HaseError("no training-split model among the measured ones", "timeline_dirs")
     if cfg["label"] not in ("clean", "trace"):

@@ -47,15 +47,16 @@ SLUG = "cpu-intel-r-xeon-r-processor"   # utils.ort_session.device_slug("cpu") o
 DEFAULTS = {"timeline_dirs": [f"benchmark/results/{SLUG}/timeline/machine_*"],
             "records": f"ort_analysis/ort_kernel_record/{SLUG}/records.json.xz", "predictor_dir": "",
             "node_source": "lines", "train_archs": ZOO, "threads": 8, "spread_quantiles": [0.1, 0.9],
-            "min_nodes": 3, "out": f"inference/results/{SLUG}"}
+            "min_nodes": 3, "idle_busy_max": 0.1, "out": f"inference/results/{SLUG}"}
 NEED_S = ["model", "session", "threads", "e2e_median_ms", "ort_node_sum_us", "n_nodes"]
 NEED_N = ["model", "session", "node", "op", "host_us"]
 SOURCES = ("kernel", "lines")
 CPU_IDLE = {"bg_CPU_UTIL_PCT": 0.0, "bg_CPU_FREQ_MHZ": 0.0, "bg_MEM_USED_MB": 0.0, "bg_LOAD_AVG_1M": 0.0}
 
 
-def read_tables(dirs: list, threads: int) -> tuple:
-    """(sessions, nodes) of every machine folder; sessions measured with another thread count -> HaseError."""
+def read_tables(dirs: list, threads: int, busy_max: float = 0.1) -> tuple:
+    """(sessions, nodes) of every machine folder; sessions measured with another thread count -> HaseError;
+    sessions whose background CPU load was above busy_max (bg_busy_frac) are dropped with their nodes."""
     dirs = [Path(d) for d in dirs if Path(d).is_dir()]
     if not dirs:
         raise HaseError("no timeline folders matched", "timeline_dirs")
@@ -70,7 +71,8 @@ def read_tables(dirs: list, threads: int) -> tuple:
         v = pd.to_numeric(s[col], errors="coerce")
         if not (np.isfinite(v) & (v > 0)).all():
             raise HaseError(f"column '{col}': not a positive number in every session", dirs[0] / "trace_sessions.csv.gz")
-    return s, n
+    from hase.benchmark.gpu_metrics import drop_busy_sessions
+    return drop_busy_sessions(s, busy_max, "CPU trace_run sessions", get_logger("inference"), nodes=n)
 
 
 def calibration_profiles(dirs: list) -> list:
@@ -178,7 +180,7 @@ def main() -> int:
     if isinstance(cfg["threads"], bool) or not isinstance(cfg["threads"], int) or cfg["threads"] < 1:
         raise HaseError(f"config threads must be the intra-op thread count the sessions ran with, not '{cfg['threads']}'")
     q = tuple(float(x) for x in cfg["spread_quantiles"])
-    sessions, nodes = read_tables(paths.expand_globs(cfg["timeline_dirs"]), cfg["threads"])
+    sessions, nodes = read_tables(paths.expand_globs(cfg["timeline_dirs"]), cfg["threads"], float(cfg["idle_busy_max"]))
     models = sorted(sessions["model"].unique())
     cfg["_calibration_ref"] = mc.cpu_reference(calibration_profiles(paths.expand_globs(cfg["timeline_dirs"])),
                                                cfg["threads"])

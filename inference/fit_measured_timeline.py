@@ -41,6 +41,7 @@ from hase.utils.tables import read_machines as read_tables  # noqa: E402
 
 ZOO = ["resnet18", "resnet34", "resnet50", "mobilenet_v2", "vgg11", "densenet121", "efficientnet_b0", "vit_b_16",
        "mobilenet_v3_small", "regnet_y_400mf", "convnext_tiny", "shufflenet_v2_x1_0"]
+IDLE_BUSY_MAX = 0.1   # sessions with more background busy than this (IdleGuard's bg_busy_frac) are not idle
 DEFAULTS = {"timeline_dirs": ["benchmark/results/nvidia-h200/timeline/machine_*"],
             "records": "ort_analysis/ort_kernel_record/nvidia-h200/records.json.xz",
             "predictor_dir": "training/models/nvidia-h200-kspace-noheldout",
@@ -49,19 +50,22 @@ DEFAULTS = {"timeline_dirs": ["benchmark/results/nvidia-h200/timeline/machine_*"
             "host_lines": True,  # host per class a + b * its predicted GPU time; false: the op type's median
             "copy_model": "wait",  # wait: copy rate by the wait before it + per-node run cost (copy_terms); lines
             "dispatch_bound_idle_frac": 0.5,   # sessions whose GPU idles this share of the span: host-bound
-            "spread_quantiles": [0.1, 0.9],
+            "spread_quantiles": [0.1, 0.9], "idle_busy_max": IDLE_BUSY_MAX,
             "out": "inference/results/nvidia-h200/measured", "summary": "inference/results/nvidia-h200/summary.json"}
 NEED_S = ["model", "session", "cudnn_conv_algo_search", "e2e_median_ms", "device_median_ms", "host_sum_us",
           "gpu_sum_us", "gpu_idle_us", "span_us", "cupti_wall_us", "n_gpu_ops", "before_us", "after_us"]
 NEED_N = ["model", "session", "node", "op", "host_us", "gpu_us", "launches", "cudnn_conv_algo_search"]
 
 
-def read_machines(dirs: list) -> tuple:
-    """(sessions, nodes) of every machine folder, with a `machine` column."""
+def read_machines(dirs: list, busy_max: float = IDLE_BUSY_MAX) -> tuple:
+    """(sessions, nodes) of every machine folder, with a `machine` column; sessions recorded next to a busy
+    neighbour (bg_busy_frac > busy_max) are not an idle reference and are dropped with their nodes."""
     if not dirs:
         raise HaseError("no timeline folders matched")
-    return (read_tables(dirs, "trace_sessions.csv.gz", NEED_S, "trace_run session"),
-            read_tables(dirs, "trace_nodes.csv.gz", NEED_N, "trace_run node"))
+    from hase.benchmark.gpu_metrics import drop_busy_sessions
+    return drop_busy_sessions(read_tables(dirs, "trace_sessions.csv.gz", NEED_S, "trace_run session"), busy_max,
+                              "trace_run sessions", get_logger("inference"),
+                              nodes=read_tables(dirs, "trace_nodes.csv.gz", NEED_N, "trace_run node"))
 
 
 def labels(sessions: pd.DataFrame, q: tuple) -> pd.DataFrame:
@@ -78,7 +82,7 @@ def labels(sessions: pd.DataFrame, q: tuple) -> pd.DataFrame:
 CLEAN_NEED = ["model", "session", "e2e_clean_median_ms", "clean_calib_host_index_us"]
 
 
-def read_clean(dirs: list, models=None) -> pd.DataFrame:
+def read_clean(dirs: list, models=None, busy_max: float = IDLE_BUSY_MAX) -> pd.DataFrame:
     """benchmark/clean_labels.py's sessions (clean_sessions.csv[.xz]) of every machine folder that has them, with a
     `machine` column; restricted to `models` when given. Empty when none has them."""
     from hase.utils.tables import read_machine_csv
@@ -89,6 +93,8 @@ def read_clean(dirs: list, models=None) -> pd.DataFrame:
                   ignore_index=True)
     d["e2e_clean_median_ms"] = pd.to_numeric(d["e2e_clean_median_ms"], errors="coerce")
     d = d[d["e2e_clean_median_ms"] > 0]
+    from hase.benchmark.gpu_metrics import drop_busy_sessions
+    d = drop_busy_sessions(d, busy_max, "clean-label sessions", get_logger("inference"), prefix="clean_")
     return d[d["model"].isin(set(models))] if models is not None else d
 
 
@@ -295,7 +301,7 @@ def main() -> int:
     log = get_logger("inference", args.log_level)
     q = tuple(float(x) for x in cfg["spread_quantiles"])
     dirs = paths.expand_globs(cfg["timeline_dirs"])
-    sessions, nodes = read_machines([d for d in dirs if Path(d).is_dir()])
+    sessions, nodes = read_machines([d for d in dirs if Path(d).is_dir()], float(cfg["idle_busy_max"]))
     algo_ratio = algo_gpu_ratio(sessions, cfg["algo"])
     sessions = sessions[sessions["cudnn_conv_algo_search"] == cfg["algo"]]
     nodes = nodes[nodes["cudnn_conv_algo_search"] == cfg["algo"]]

@@ -148,9 +148,13 @@ def cpu_scales(model: dict, target, now: float = None, max_age_s: float = MAX_AG
     when = d.get("time_unix")
     if when is not None and ((now if now is not None else time.time()) - float(when)) > max_age_s:
         return ones, f"calibration field 'time_unix' is older than {max_age_s / 3600:.0f} h: not scaled"
+    note = None
     if int(d.get("threads") or 0) != int(model.get("threads") or 0):
-        return ones, (f"calibration field 'threads' is {d.get('threads')}, the CPU timeline is for "
-                      f"{model.get('threads')} intra-op threads: not scaled (calibrate with --set threads=...)")
+        # each side's throughput is measured at its own thread count, so the ratio carries the thread count too
+        # (judged: inference/results/<cpu>/transfer/); the prediction is for a session with the calibration's count
+        note = (f"the CPU timeline was measured with {model.get('threads')} intra-op threads; scaled to this "
+                f"node's calibration at {d.get('threads')} threads: the prediction is for a session with "
+                f"{d.get('threads')} intra-op threads")
     comp = d.get("compute") or {}
     out = {}
     for k, key, inverse in (("host", "host_index_us", False), *((r, r, True) for r in CPU_RATES)):
@@ -162,7 +166,7 @@ def cpu_scales(model: dict, target, now: float = None, max_age_s: float = MAX_AG
             return ones, (f"calibration field '{key}' {v:.3g} is {s:.2f}x the reference's time, outside "
                           f"{CPU_SCALE_RANGE}: not scaled")
         out[k] = s
-    return out, None
+    return out, note
 
 
 CPU_SCALE_RANGE = (0.1, 10.0)   # CPUs differ far more than hosts of one GPU kind (cores, SIMD width, threads)

@@ -113,7 +113,7 @@ def test_trace_run_records_the_calibration_per_session(tmp_path):
     mp = tmp_path / "tiny_bs1.onnx"
     onnx.save(m, mp)
     run_script([REPO / "benchmark/trace_run.py", "--device", "cpu", "--set", f"models=[{mp}]", "--set", "sessions=2",
-                "--set", "budget_ms=5", "--set", "min_loops=3", "--set", "out=cal"], tmp_path)
+                "--set", "budget_ms=5", "--set", "min_loops=3", "--set", "out=cal", "--set", "idle_busy_max=1"], tmp_path)
     res = next((tmp_path / "benchmark/results").glob("*/cal"))
     s = pd.read_csv(res / "trace_sessions.csv")
     assert len(s) == 2 and (s["calib_host_index_us"] > 0).all() and s["process"].nunique() == 1
@@ -222,9 +222,11 @@ def test_a_cpu_timeline_follows_the_target_cpus_calibration():
     s2, _ = mc.cpu_scales(model, slow_host)
     assert run(tiny, mc.calibrated_cpu_model(model, s2)) > 1.8 * run(tiny, model)
     assert run(conv, mc.calibrated_cpu_model(model, s2)) < 1.05 * run(conv, model)
-    # another thread count, no reference, a stale profile: unscaled, one warning naming the field
-    for target, field in ((dict(slow_compute, threads=8), "'threads'"),
-                          (dict(slow_compute, time_unix=time.time() - 30 * 86400), "'time_unix'"),
+    # another thread count: each side's throughput is at its own count, so the ratio scales, and says for which
+    s, w = mc.cpu_scales(model, dict(slow_compute, threads=8))
+    assert s["conv_gflops"] == pytest.approx(2.0) and "measured with 2 intra-op threads" in w and "with 8 intra-op" in w
+    # no reference, a stale profile, a missing rate: unscaled, one warning naming the field
+    for target, field in ((dict(slow_compute, time_unix=time.time() - 30 * 86400), "'time_unix'"),
                           (dict(slow_compute, compute={"conv_gflops": 50.0}), "'matmul_gflops'")):
         s, w = mc.cpu_scales(model, target)
         assert set(s.values()) == {1.0} and field in w
@@ -258,11 +260,12 @@ def test_clean_labels_come_from_a_process_that_never_imports_torch(tmp_path):
     onnx.save(m, mp)
     cfg = {"sessions": 2, "warmup": 2, "budget_ms": 5.0, "min_loops": 3, "max_loops": 100,
            "cudnn_conv_algo_search": "EXHAUSTIVE", "threads": 1, "seed": 0, "device_id": 0, "calib_budget_ms": 2.0, "profiled_runs": 2,
-           "settle_max_s": 0.0}
+           "settle_max_s": 0.0, "idle_busy_max": 1.0}   # records the background load, never refuses (a loaded CI)
     got = clean_pass([mp], cfg, tmp_path, get_logger("test"), device="cpu")
     assert set(got) == {("tiny_bs1", "0"), ("tiny_bs1", "1")}
     row = got[("tiny_bs1", "0")]
     assert row["e2e_clean_median_ms"] > 0 and row["e2e_clean_n"] >= 3 and row["clean_calib_host_index_us"] > 0
+    assert row["clean_bg_busy_field"] == "CPU_UTIL_PCT" and 0 <= row["clean_bg_busy_frac"] <= 1   # issue 26 item 1
     # ORT's profiled runs in the clean process: both nodes' dispatch, inside the Execute window
     assert 0 < row["clean_ort_node_sum_us"] <= row["clean_ort_execute_us"] + 2
     pid = row["clean_pid"]

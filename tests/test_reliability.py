@@ -200,6 +200,52 @@ def test_node_agent_refuses_to_measure_its_idle_reference_under_load(tmp_path, n
     assert "(or set idle_probe_us)" in not_idle_line(r, "node agent's idle reference (or set idle_probe_us)")
 
 
+def test_trace_run_refuses_to_measure_sessions_under_load(tmp_path, neighbour):
+    """trace_run's sessions are the timeline fits' idle reference: next to a busy neighbour it waits, then stops
+    with one line, and writes no session."""
+    from helpers import build_residual_model
+    mp = tmp_path / "tiny_bs1_16x16.onnx"
+    build_residual_model(mp, "tiny", 8, 1, 16)
+    r = script(["benchmark/trace_run.py", "--device", "cpu", "--set", f"models=[{mp}]", "--set", "sessions=1",
+                "--set", "calibrate=false", "--set", "idle_window_s=0.3", "--set", "idle_wait_s=1"], tmp_path)
+    not_idle_line(r, "trace_run (its sessions are an idle reference)")
+    assert not list((tmp_path / "benchmark" / "results").glob("*/timeline/trace_sessions.csv"))
+
+
+def test_timeline_fits_drop_sessions_recorded_under_load(tmp_path):
+    """The fits read the recorded background load: sessions above idle_busy_max leave with their nodes (a
+    warning), all of them is one line naming the field; sessions recorded before the column existed stay."""
+    import pandas as pd
+    from hase.benchmark.gpu_metrics import drop_busy_sessions
+    from hase.inference.fit_cpu_timeline import read_tables
+    from hase.inference.fit_measured_timeline import read_clean
+    d = tmp_path / "machine_a"
+    d.mkdir()
+    s = pd.DataFrame({"model": ["m_bs1"] * 3, "session": [0, 1, 2], "threads": [2] * 3,
+                      "e2e_median_ms": [1.0, 3.0, 1.1], "ort_node_sum_us": [900.0, 2900.0, 1000.0], "n_nodes": [2] * 3,
+                      "bg_busy_field": ["CPU_UTIL_PCT"] * 3, "bg_busy_value": [3.0, 96.8, math.nan],
+                      "bg_busy_frac": [0.03, 0.968, math.nan]})
+    n = pd.DataFrame({"model": ["m_bs1"] * 6, "session": [0, 0, 1, 1, 2, 2], "node": ["a", "b"] * 3,
+                      "op": ["Conv", "Relu"] * 3, "host_us": [1.0] * 6})
+    s.to_csv(d / "trace_sessions.csv", index=False)
+    n.to_csv(d / "trace_nodes.csv", index=False)
+    ss, nn = read_tables([d], 2)
+    assert sorted(ss["session"]) == [0, 2] and sorted(set(nn["session"])) == [0, 2] and len(nn) == 4
+    ss, nn = read_tables([d], 2, busy_max=1.0)        # 1: every session counts
+    assert len(ss) == 3 and len(nn) == 6
+    with pytest.raises(HaseError) as e:
+        drop_busy_sessions(s.iloc[1:2], 0.1, "CPU trace_run sessions")
+    msg = str(e.value)
+    assert msg.startswith("CPU trace_run sessions: no idle session: CPU_UTIL_PCT = 96.8 % before 1 of 1 sessions")
+    assert "(idle_busy_max 0.1)" in msg and "\n" not in msg
+    # the clean labels' own column (clean_bg_busy_*), as clean_labels.py records it
+    pd.DataFrame({"model": ["m_bs1"] * 2, "session": [0, 1], "e2e_clean_median_ms": [1.0, 2.5],
+                  "clean_calib_host_index_us": [7.0, 7.0], "clean_bg_busy_field": ["DCGM_FI_PROF_GR_ENGINE_ACTIVE"] * 2,
+                  "clean_bg_busy_value": [0.0, 0.6], "clean_bg_busy_frac": [0.0, 0.6]}).to_csv(
+        d / "clean_sessions.csv", index=False)
+    assert list(read_clean([d])["session"]) == [0]
+
+
 def test_node_agent_refuses_busy_fixed_values(tmp_path):
     from helpers import free_port
     fixed = tmp_path / "fixed.json"

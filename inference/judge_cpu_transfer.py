@@ -43,7 +43,8 @@ def median_profile(profiles: list, threads: int) -> dict:
 
 
 def main() -> int:
-    p = base_parser("A CPU timeline model judged on another CPU setting, with and without calibration", "inference")
+    p = base_parser("A CPU timeline model judged on another CPU setting, with and without calibration", "inference",
+                    "cpu_transfer.yaml")
     args = p.parse_args()
     cfg = from_args(args, DEFAULTS)
     log = get_logger("inference", args.log_level)

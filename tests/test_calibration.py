@@ -322,3 +322,23 @@ def test_clean_labels_wait_for_a_steady_host_first(monkeypatch):
                     get_logger("test"))
     assert got == [15.0, 14.0, 7.2, 7.3, 7.1]                        # stopped at the first steady three
     assert cl.settle(Fake([]), {"settle_max_s": 0.0, "calib_budget_ms": 1.0}, get_logger("test")) == []  # off
+
+
+def test_cpu_transfer_judge_on_the_committed_sessions(tmp_path):
+    """judge_cpu_transfer.py on the committed 1- and 2-thread sessions of the 2-vCPU EPYC: the model fitted at 2
+    threads predicts the 1-thread sessions twice, as it stands and scaled by their calibration (cpu_scales at
+    another thread count, with the note saying for which count); a missing model is one line."""
+    tr = REPO / "inference/results/cpu-amd-epyc/transfer"
+    th = REPO / "benchmark/results/cpu-amd-epyc/threads"
+    args = ["--set", f"model={tr / 'fit_t2/timeline_model.json'}", "--set", f"target_dirs=[{th}/t1/machine_*]",
+            "--set", "target_threads=1", "--set", f"records={th / 'records.json.xz'}", "--set", f"out={tmp_path}"]
+    run_script([REPO / "inference/judge_cpu_transfer.py", *args], tmp_path)
+    c = pd.read_csv(tmp_path / "cases.csv")
+    assert len(c) == 20 and not set(c["arch"]) & {"resnet50", "vit_b_16"}          # the held-out architectures only
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert s["model_threads"] == 2 and s["target_threads"] == 1
+    assert s["cpu_scales"]["conv_gflops"] > 1.3 and (c["calibrated_ms"] > c["uncalibrated_ms"]).mean() > 0.9
+    assert c["warnings"].str.contains("measured with 2 intra-op threads").all()
+    bad = run_script([REPO / "inference/judge_cpu_transfer.py", *args[:-2], "--set", "model=/no/such.json",
+                      "--set", f"out={tmp_path / 'x'}"], tmp_path, check=False)
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].startswith("error: ")

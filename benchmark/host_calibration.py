@@ -108,6 +108,38 @@ def compute_model(kind: str) -> tuple:
     return model.SerializeToString(), x, work
 
 
+# CPU EP: how a node's time moves with the thread count depends on its size: MLAS and ORT's thread pool split a
+# node across threads only above some work (a 3.6 MFLOP conv ran 31.1 us on 1 thread and 31.5 us on 2; a 231 MFLOP
+# one twice as fast). So besides the large kernels' throughput, per-node time on chains of smaller ones:
+# 3x3 convs (channels, side) and Adds (elements), LADDER_N nodes each.
+LADDER_CONV = ((16, 8), (32, 14), (64, 28))          # 0.29, 3.6, 58 MFLOP (the throughput conv above: 231)
+LADDER_ADD = (1 << 14, 1 << 17)                        # 0.19, 1.6 MB moved (the throughput add above: 50 MB)
+LADDER_N = 4
+
+
+def ladder_model(kind: str, size) -> tuple:
+    """(ONNX bytes, feed shape, work: MFLOP for conv, MB read+written for add) of a LADDER_N-node chain."""
+    names = ["x"] + [f"t{i}" for i in range(1, LADDER_N)] + ["y"]
+    if kind == "conv":
+        c, hw = size
+        shape = [1, c, hw, hw]
+        init = numpy_helper.from_array(np.random.default_rng(0).standard_normal((c, c, 3, 3)).astype(np.float32)
+                                       * (0.3 / (3 * c ** 0.5)), "w")
+        nodes = [helper.make_node("Conv", [names[i], "w"], [names[i + 1]], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+                 for i in range(LADDER_N)]
+        work = 2 * c * c * 9 * hw * hw / 1e6
+    else:
+        shape = [1, int(size)]
+        init = numpy_helper.from_array(np.full(shape, 0.5, np.float32), "w")
+        nodes = [helper.make_node("Add", [names[i], "w"], [names[i + 1]]) for i in range(LADDER_N)]
+        work = 3 * 4 * int(size) / 1e6
+    graph = helper.make_graph(nodes, f"calib_ladder_{kind}", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], initializer=[init])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="hase.calibration")
+    model.ir_version = 8
+    return model.SerializeToString(), shape, work
+
+
 def geomean(values) -> float:
     v = [x for x in values if x > 0 and math.isfinite(x)]
     return float(math.exp(sum(map(math.log, v)) / len(v))) if v else math.nan
@@ -148,6 +180,7 @@ class Calibration:
     host_index_us: float              # geometric mean over the launching chains (us per node)
     copy_gbps: dict = dataclasses.field(default_factory=dict)      # 'h2d_1MiB' -> GB/s (CUDA)
     compute: dict = dataclasses.field(default_factory=dict)        # CPU EP: 'conv_gflops', 'matmul_gflops', 'add_gbps'
+    ladder: dict = dataclasses.field(default_factory=dict)         # CPU EP: {'conv': [[MFLOP, us/node]], 'add': [[MB, us/node]]}
     sm_clock_mhz: float = math.nan
     threads: int = 0
     took_s: float = 0.0
@@ -246,12 +279,30 @@ class Calibrator:
             out[key] = work / sec / 1e9
         return out
 
+    def ladder(self, budget_ms: float = 40.0) -> dict:
+        """Per-node time (us) of chains of small and mid-size convs and Adds at the session's thread count."""
+        if self.device != "cpu":
+            return {}
+        out = {}
+        for kind, sizes in (("conv", LADDER_CONV), ("add", LADDER_ADD)):
+            pts = []
+            for size in sizes:
+                blob, shape, work = ladder_model(kind, size)
+                sess = make_session(blob, "cpu", "all", threads=self.threads)
+                run = make_runner(sess, {"x": np.ones(shape, np.float32)}, "e2e")
+                for _ in range(5):
+                    run()
+                pts.append([work, time_loop(run, None, budget_ms, 5, 20000)["median_ms"] * 1e3 / LADDER_N])
+            out[kind] = pts
+        return out
+
     def calibrate(self, budget_ms: float = 40.0) -> Calibration:
         t0 = time.perf_counter()
         host = self.host(budget_ms)
         cal = Calibration(device=self.device, host_us_per_node=host,
                           host_index_us=host_index(host), copy_gbps=self.copies(),
-                          compute=self.compute(5 * budget_ms), threads=self.threads, layout=host_layout(),
+                          compute=self.compute(5 * budget_ms), ladder=self.ladder(budget_ms), threads=self.threads,
+                          layout=host_layout(),
                           provenance=provenance(self.device, self.device_id), time_unix=time.time())
         if self.device == "cuda":
             from hase.benchmark.trace_run import sm_clock_mhz

@@ -21,7 +21,8 @@ Every term is measured, on the training architectures only (benchmark/run_cpu_ti
                  per-node term and c0 by it (inference/machine_calibration.cpu_scales; issue 23 item 5)
 The thread count is part of the model: every session must have been measured with `threads` (a one-line error
 names the table otherwise), and a prediction is for that count unless a calibration taken at another count scales
-it (cpu_scales; judged in inference/results/cpu-amd-epyc/transfer/: 44-49% -> 20% MAPE between 1 and 2 threads).
+it (cpu_scales, with the node-size ladder; inference/results/cpu-amd-epyc/transfer/: 44-49% -> 13-16% MAPE
+between 1 and 2 threads).
 Labels: per model the median over all sessions (every machine), p10/p90 across sessions beside it.
 Writes <out>/timeline_model.json (inference/timeline_model.py's format; predict_model_latency.py reads it for this
 CPU), <out>/cases.csv, <out>/summary.json, <out>/resolved_config.json.

@@ -109,7 +109,9 @@ def from_prometheus(pcfg: dict):
 # (a_us + us_per_gflop * GFLOP + us_per_mb * MB, fit_cpu_timeline) move with the target's throughput: the GFLOP
 # term by its conv or matmul rate (the class's kind of kernel), the MB term by its memory rate (a 4M-element Add),
 # the per-node term, a_us and session.run's fixed cost by its per-node dispatch (the host chains). Each ratio is
-# target / training reference, both measured by benchmark/host_calibration.py at the model's thread count.
+# target / training reference, each measured by benchmark/host_calibration.py at its own session's thread count.
+# Large kernels are split across threads, small nodes are not: the node-size ladder (work_scale) corrects each node's
+# compute by its size. Judged in inference/results/cpu-amd-epyc/transfer/.
 CPU_RATES = ("conv_gflops", "matmul_gflops", "add_gbps")
 MATMUL_TYPES = ("MatMul", "Gemm", "FusedMatMul", "FusedGemm", "MatMulNBits", "Attention", "MultiHeadAttention",
                 "QuickGelu", "BiasGelu")   # the last ones are GEMM-adjacent fusions whose FLOPs a record counts as GEMM work
@@ -131,7 +133,37 @@ def cpu_reference(profiles: list, threads: int) -> dict:
     out = {"host_index_us": float(np.median([p["host_index_us"] for p in ok])), "threads": int(threads),
            "processes": len(ok), "cpus": sorted({(p.get("provenance") or {}).get("cpu", "") for p in ok})}
     out.update({k: float(np.median([p["compute"][k] for p in ok])) for k in CPU_RATES})
+    lad = [p.get("ladder") for p in ok]
+    if all(isinstance(x, dict) and x.get("conv") and x.get("add") for x in lad):   # older profiles have none
+        out["ladder"] = {kind: [[float(w), float(np.median([x[kind][i][1] for x in lad]))]
+                                for i, (w, _) in enumerate(lad[0][kind])] for kind in ("conv", "add")}
     return out
+
+
+# the throughput kernels' work (benchmark/host_calibration.compute_model): where a ladder's multiplier is 1
+TOP_CONV_GFLOP, TOP_ADD_MB = 2 * 64 * 64 * 9 * 56 * 56 / 1e9, 3 * 4 * (1 << 22) / 1e6
+
+
+def work_scale(ref: dict, target: dict, scales: dict) -> tuple:
+    """({'flop': [[GFLOP, m]], 'mb': [[MB, m]]}, note): per node size, the target/reference time ratio of the small
+    and mid-size chains over the class ratio of the large kernels. A node at work G then scales by its class's ratio
+    times m(G) (log-interpolated; 1 at and above the throughput kernel's work): small nodes are not split across
+    threads, so they do not speed up with the thread count as the large kernels do. None when either side has no
+    ladder or they were measured at other sizes."""
+    a, b = ref.get("ladder") or {}, target.get("ladder") or {}
+    out = {}
+    for kind, key, top, unit in (("conv", "conv_gflops", TOP_CONV_GFLOP, 1e3), ("add", "add_gbps", TOP_ADD_MB, 1.0)):
+        pa, pb = a.get(kind) or [], b.get(kind) or []
+        if not pa or len(pa) != len(pb) or any(abs(x[0] - y[0]) > 1e-3 * x[0] for x, y in zip(pa, pb)):
+            return None, None if not b else "calibration 'ladder' missing in the model's reference: node size not scaled"
+        pts = []
+        for (w, ta), (_, tb) in zip(pa, pb):
+            r = float(tb) / float(ta) if ta and tb else math.nan
+            if not (math.isfinite(r) and CPU_SCALE_RANGE[0] <= r <= CPU_SCALE_RANGE[1]):
+                return None, f"calibration field 'ladder.{kind}' at {w:g}: ratio {r:.3g} out of range: node size not scaled"
+            pts.append([float(w) / unit, r / scales[key]])
+        out["flop" if kind == "conv" else "mb"] = pts + [[top, 1.0]]
+    return out, None
 
 
 def cpu_scales(model: dict, target, now: float = None, max_age_s: float = MAX_AGE_S) -> tuple:
@@ -166,7 +198,10 @@ def cpu_scales(model: dict, target, now: float = None, max_age_s: float = MAX_AG
             return ones, (f"calibration field '{key}' {v:.3g} is {s:.2f}x the reference's time, outside "
                           f"{CPU_SCALE_RANGE}: not scaled")
         out[k] = s
-    return out, note
+    ws, wnote = work_scale(ref, d, out)
+    if ws:
+        out["work_scale"] = ws
+    return out, "; ".join(x for x in (note, wnote) if x) or None
 
 
 CPU_SCALE_RANGE = (0.1, 10.0)   # CPUs differ far more than hosts of one GPU kind (cores, SIMD width, threads)
@@ -183,4 +218,6 @@ def calibrated_cpu_model(model: dict, scales: dict) -> dict:
                  by_category={k: line(c) for k, c in t.get("by_category", {}).items()}, default=line(t["default"]))
     ht = dict(model["host_table"], default_us=float(model["host_table"]["default_us"]) * scales["host"])
     p = dict(model["params"], c0_us=float(model["params"].get("c0_us", 0.0)) * scales["host"])
+    if scales.get("work_scale"):   # per node: its class's ratio times the ladder's multiplier at its work
+        table["work_scale"] = scales["work_scale"]
     return dict(model, gpu_table=table, host_table=ht, params=p, cpu_scales=dict(scales))

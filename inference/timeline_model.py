@@ -178,11 +178,21 @@ def gpu_table_us(record: dict, table: dict) -> np.ndarray:
     """GPU time per kernel (us) from the CUPTI-measured table: a_us + us_per_gflop * GFLOP + us_per_mb * MB
     of the kernel's class, else its category's, else the global line."""
     out, key = [], table_key(table)
+    ws = table.get("work_scale") or {}   # CPU lines scaled to another thread count/CPU: per node size (cpu_scales)
     for k in record["kernels"]:
         c = table["by_key"].get(key(k)) or table["by_category"].get(k.get("category")) or table["default"]
         mb = ((k.get("bytes_read") or 0) + (k.get("bytes_written") or 0)) / 1e6
-        out.append(c[0] + c[1] * (k.get("flops") or 0) / 1e9 + c[2] * mb)
+        g = (k.get("flops") or 0) / 1e9
+        out.append(c[0] + c[1] * g * _log_interp(ws.get("flop"), g) + c[2] * mb * _log_interp(ws.get("mb"), mb))
     return np.array(out, float)
+
+
+def _log_interp(points, x: float) -> float:
+    """Multiplier at work x from [[work, m]] (log-linear between points, the end values beyond them); 1 without."""
+    if not points or x <= 0:
+        return 1.0
+    xs, ys = np.log([p[0] for p in points]), [p[1] for p in points]
+    return float(np.interp(math.log(x), xs, ys))
 
 
 def standalone_us(record: dict, kernel_ms: dict) -> np.ndarray:

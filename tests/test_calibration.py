@@ -31,6 +31,10 @@ def test_cli_profile_on_cpu_ep_is_well_formed(tmp_path):
     assert all(v > 0 for v in cal.host_us_per_node.values())
     assert cal.host_index_us > 0 and d["sm_clock_mhz"] is None and cal.copy_gbps == {}
     assert {"conv_gflops", "matmul_gflops", "add_gbps"} <= set(cal.compute)
+    # the node-size ladder: per-node time of small and mid-size conv and Add chains, growing with the work
+    assert [len(cal.ladder[k]) for k in ("conv", "add")] == [3, 2]
+    assert all(t > 0 for k in ("conv", "add") for _, t in cal.ladder[k])
+    assert cal.ladder["conv"][2][1] > cal.ladder["conv"][0][1]
     assert cal.provenance["ep"] == "CPUExecutionProvider" and cal.provenance["cpu"]
     assert cal.layout["affinity_cpus"] >= 1
 
@@ -41,6 +45,13 @@ def test_chains_are_what_they_say():
         m = onnx.load_from_string(chain_model(kind, 6)[0])
         onnx.checker.check_model(m, full_check=True)
         assert len(m.graph.node) == 6
+    from hase.benchmark.host_calibration import LADDER_ADD, LADDER_CONV, LADDER_N, ladder_model
+    for kind, sizes in (("conv", LADDER_CONV), ("add", LADDER_ADD)):
+        for size in sizes:
+            blob, shape, work = ladder_model(kind, size)
+            m = onnx.load_from_string(blob)
+            onnx.checker.check_model(m, full_check=True)
+            assert len(m.graph.node) == LADDER_N and work > 0
 
 
 def test_bad_profile_is_one_line_naming_the_field(tmp_path):
@@ -342,3 +353,38 @@ def test_cpu_transfer_judge_on_the_committed_sessions(tmp_path):
     bad = run_script([REPO / "inference/judge_cpu_transfer.py", *args[:-2], "--set", "model=/no/such.json",
                       "--set", f"out={tmp_path / 'x'}"], tmp_path, check=False)
     assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].startswith("error: ")
+
+
+def test_cpu_scaling_follows_node_size_with_the_ladder():
+    """Small nodes are not split across threads: with a ladder in both profiles, a target whose large kernels run
+    2x slower but whose small chains run as fast scales a 1 MFLOP node's compute by ~1 and a 1 GFLOP node's by 2
+    (log-interpolated in between); without the reference's ladder, the class ratio alone and a note."""
+    model = _cpu_model()
+    ladder_ref = {"conv": [[0.3, 5.0], [3.6, 30.0], [58.0, 300.0]], "add": [[0.2, 3.0], [1.6, 10.0]]}
+    model["calibration_ref"]["ladder"] = ladder_ref
+    ref = model["calibration_ref"]
+    target = {"device": "cpu", "threads": 1, "host_index_us": ref["host_index_us"], "time_unix": time.time(),
+              "compute": {"conv_gflops": 50.0, "matmul_gflops": 100.0, "add_gbps": 5.0},
+              "ladder": {"conv": [[0.3, 5.0], [3.6, 30.0], [58.0, 450.0]], "add": [[0.2, 3.0], [1.6, 20.0]]}}
+    scales, note = mc.cpu_scales(model, target)
+    ws = scales["work_scale"]
+    assert ws["flop"][0] == [pytest.approx(0.0003), pytest.approx(0.5)] and ws["flop"][-1][1] == 1.0
+    assert ws["mb"][1] == [pytest.approx(1.6), pytest.approx(1.0)]        # 2x slower here, as the 50 MB add
+    assert "measured with 2 intra-op threads" in note                      # the thread note stays
+    scaled = mc.calibrated_cpu_model(model, scales)
+
+    def conv(gflop):
+        return {"kernels": [{"id": "0", "type": "Conv", "op_type": "Conv", "flops": gflop * 1e9, "bytes_read": 0,
+                             "bytes_written": 0}]}
+    flop_us = lambda m, g: tm.gpu_table_us(conv(g), m["gpu_table"])[0] - m["gpu_table"]["by_key"]["Conv"][0]
+    assert flop_us(scaled, 0.0003) == pytest.approx(flop_us(model, 0.0003), rel=1e-6)   # small: not slower
+    assert flop_us(scaled, 1.0) == pytest.approx(2.0 * flop_us(model, 1.0), rel=1e-6)    # large: the class ratio
+    mid = flop_us(scaled, 0.03) / flop_us(model, 0.03)
+    assert 1.0 < mid < 2.0
+    # the model's reference has no ladder (fitted on older profiles): class ratios only, and a note that says so
+    old = dict(model, calibration_ref={k: v for k, v in ref.items() if k != "ladder"})
+    s2, n2 = mc.cpu_scales(old, target)
+    assert "work_scale" not in s2 and "'ladder' missing" in n2
+    # a profile round-trips its ladder; cpu_reference takes the median per point
+    r = mc.cpu_reference([dict(target, threads=2, ladder=ladder_ref), dict(target, threads=2, ladder=target["ladder"])], 2)
+    assert r["ladder"]["conv"][2] == [58.0, pytest.approx(375.0)]

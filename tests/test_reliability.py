@@ -267,3 +267,28 @@ def test_local_sampling_stops_on_the_busy_fields_noise():
     assert sampled_enough(swinging, 1.0, cfg) == (False, pytest.approx(0.267, abs=1e-3))
     assert sampled_enough(swinging * 5, 5.0, cfg)[0] is True            # bounded
     assert sampled_enough([None] * 4, 1.0, cfg)[0] is True              # no busy field: sample_s
+
+
+def test_the_cpu_busy_field_leaves_out_this_process():
+    """CPU_UTIL_PCT is the other processes' load: ORT's intra-op threads spin after each run (80% of a core in the
+    measuring process itself), and the main job's idle check refused on that on an idle 2-core machine."""
+    from hase.benchmark.gpu_metrics import PsutilSampler
+
+    class FakePs:   # the machine: 60% of 2 cores busy, 100% of one core of them this process's
+        def cpu_percent(self, interval=None):
+            return 60.0
+
+        def cpu_freq(self):
+            return None
+
+        def virtual_memory(self):
+            return type("M", (), {"used": 1e9})()
+
+    class Me:
+        def cpu_percent(self, interval=None):
+            return 100.0
+    s = PsutilSampler()
+    s._ps, s._me, s._ncpu = FakePs(), Me(), 2
+    assert s.read(1.0)["cpu"][1]["CPU_UTIL_PCT"] == pytest.approx(10.0)
+    s._me = type("Idle", (), {"cpu_percent": lambda self, interval=None: 0.0})()
+    assert s.read(2.0)["cpu"][1]["CPU_UTIL_PCT"] == pytest.approx(60.0)      # a neighbour's load stays

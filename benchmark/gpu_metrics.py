@@ -42,6 +42,7 @@ GPM_OF = {"DCGM_FI_PROF_GR_ENGINE_ACTIVE": "NVML_GPM_METRIC_GRAPHICS_UTIL",
           "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "NVML_GPM_METRIC_ANY_TENSOR_UTIL"}
 DCGM_FIELDS = NVML_FIELDS + tuple(GPM_OF)
 PSUTIL_FIELDS = ("CPU_UTIL_PCT", "CPU_FREQ_MHZ", "MEM_USED_MB", "LOAD_AVG_1M")
+SELF_CPU = "_SELF_CPU_PCT"   # kept beside each psutil sample (not a field): this process's share of all cores
 KEEP_S = 600.0  # samples older than this are dropped (a window is never that long); a source's keep_s overrides it
 
 # What a valid reading of each field is: its unit and range, the one table every reader checks against
@@ -241,12 +242,9 @@ class PsutilSampler(Sampler):
     def read(self, now: float) -> dict:
         ps = self._ps
         util = ps.cpu_percent(interval=None)  # since the previous call: the interval [prev, now]
-        # CPU_UTIL_PCT is the load of the OTHER processes: this process's own share (ORT's intra-op threads spin for
-        # a while after each session.run: 80% of a core, 40% of this 2-core machine) is not a neighbour, and the
-        # main job's idle check on an idle machine refused on it
-        own = self._me.cpu_percent(interval=None) / self._ncpu
+        own = self._me.cpu_percent(interval=None) / self._ncpu   # this process's share, for background windows
         freq = ps.cpu_freq()
-        vals = {"CPU_UTIL_PCT": float(min(max(util - own, 0.0), 100.0)),
+        vals = {"CPU_UTIL_PCT": float(util), SELF_CPU: float(own),
                 "CPU_FREQ_MHZ": float(freq.current) if freq else math.nan,
                 "MEM_USED_MB": ps.virtual_memory().used / 1e6,
                 "LOAD_AVG_1M": os.getloadavg()[0]}
@@ -255,6 +253,18 @@ class PsutilSampler(Sampler):
 
     def groups(self) -> tuple:
         return ("cpu",)
+
+    def background(self, w: dict, start: float, end: float) -> dict:
+        """A window of the background (snapshot: this process idle): CPU_UTIL_PCT less this process's own share.
+        ORT's intra-op threads spin for a while after each session.run (80% of a core, 40% of a 2-core machine),
+        and the main job's idle check on an idle machine refused on its own spin."""
+        if "CPU_UTIL_PCT" in w:
+            with self._lock:
+                samples = [x for x in self._samples if x[1] >= start and x[0] <= end]
+            own = overlap_mean(samples, SELF_CPU, start, end)
+            if math.isfinite(own):
+                w = dict(w, CPU_UTIL_PCT=min(max(w["CPU_UTIL_PCT"] - own, 0.0), 100.0))
+        return w
 
 
 class NvmlSampler(Sampler):
@@ -419,10 +429,13 @@ class PrometheusSource(Source):
 
 
 def snapshot(source: Source, seconds: float) -> dict:
-    """Metrics of the next `seconds` (the caller is idle meanwhile): background load level."""
+    """Metrics of the next `seconds` (the caller is idle meanwhile): background load level (a source that can tell
+    this process's own share apart, the psutil sampler, leaves it out)."""
     t0 = time.time()
     time.sleep(max(0.0, float(seconds)))
-    return source.window(t0, time.time())
+    t1 = time.time()
+    w = source.window(t0, t1)
+    return source.background(w, t0, t1) if hasattr(source, "background") else w
 
 
 # ---- idle references ------------------------------------------------------------------------------

@@ -269,10 +269,12 @@ def test_local_sampling_stops_on_the_busy_fields_noise():
     assert sampled_enough([None] * 4, 1.0, cfg)[0] is True              # no busy field: sample_s
 
 
-def test_the_cpu_busy_field_leaves_out_this_process():
-    """CPU_UTIL_PCT is the other processes' load: ORT's intra-op threads spin after each run (80% of a core in the
-    measuring process itself), and the main job's idle check refused on that on an idle 2-core machine."""
-    from hase.benchmark.gpu_metrics import PsutilSampler
+def test_the_cpu_background_leaves_out_this_process():
+    """A background window (snapshot: the measuring process idle) is the other processes' load: ORT's intra-op
+    threads spin after each run (80% of a core in the measuring process itself), and the main job's idle check
+    refused on that on an idle 2-core machine. A window over the item's own run still counts the item."""
+    import time
+    from hase.benchmark.gpu_metrics import PsutilSampler, snapshot
 
     class FakePs:   # the machine: 60% of 2 cores busy, 100% of one core of them this process's
         def cpu_percent(self, interval=None):
@@ -287,8 +289,16 @@ def test_the_cpu_busy_field_leaves_out_this_process():
     class Me:
         def cpu_percent(self, interval=None):
             return 100.0
-    s = PsutilSampler()
+    s = PsutilSampler(period_ms=10)
     s._ps, s._me, s._ncpu = FakePs(), Me(), 2
-    assert s.read(1.0)["cpu"][1]["CPU_UTIL_PCT"] == pytest.approx(10.0)
-    s._me = type("Idle", (), {"cpu_percent": lambda self, interval=None: 0.0})()
-    assert s.read(2.0)["cpu"][1]["CPU_UTIL_PCT"] == pytest.approx(60.0)      # a neighbour's load stays
+    s.start()
+    try:
+        t0 = time.time()
+        time.sleep(0.1)
+        assert s.window(t0, time.time())["CPU_UTIL_PCT"] == pytest.approx(60.0)   # the item's window: all of it
+        assert snapshot(s, 0.1)["CPU_UTIL_PCT"] == pytest.approx(10.0)            # background: the others only
+        s._me = type("Idle", (), {"cpu_percent": lambda self, interval=None: 0.0})()
+        time.sleep(0.05)
+        assert snapshot(s, 0.1)["CPU_UTIL_PCT"] == pytest.approx(60.0)            # a neighbour's load stays
+    finally:
+        s.stop()

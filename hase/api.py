@@ -190,7 +190,7 @@ class Predictor:
         missing = [f for f in self.fields if f not in got]
         if missing:
             raise HaseError(f"{where}.{missing[0]} is missing (this predictor reads: {', '.join(self.fields)})")
-        wait, info, warning = launch_wait(got, where, float(self.cfg["probe"]["max_age_s"]), time.time())
+        wait, info, warning = launch_wait(got, where, float(self.cfg["probe"]["max_age_s"]), time.time(), self.device)
         out = {BG + f: check_value(f, got[f], where) for f in self.fields}
         if wait is not None:
             out[BG + WAIT] = wait

@@ -118,12 +118,13 @@ def probe_local(device: str, pcfg: dict) -> dict:
     return {WAIT: wait_per_launch_us(mean_us, float(pcfg["idle_probe_us"])), AGE: 0.0}
 
 
-def launch_wait(got: dict, where: str, max_age_s: float, now: float) -> tuple:
+def launch_wait(got: dict, where: str, max_age_s: float, now: float, device: str = "cuda") -> tuple:
     """(wait per launch in us or None, JSON info, warning or None) from one load snapshot's probe
-    fields; absent or older than max_age_s -> None: the DCGM-only prediction."""
+    fields; absent or older than max_age_s -> None: the DCGM-only prediction (on the CPU EP: from the CPU fields)."""
+    only = "DCGM-only" if device != "cpu" else "CPU-metrics-only"   # EP-appropriate words (issue 26 item 9)
     if WAIT not in got:
         return None, {"wait_source": DCGM_ONLY}, (f"launch-wait field {WAIT} absent from {where}: "
-                                                  f"DCGM-only prediction (wait = beta_us * u)")
+                                                  f"{only} prediction (wait = beta_us * u)")
     wait = got[WAIT]
     if not wait >= 0:
         raise HaseError(f"field '{WAIT}' must be a wait in us >= 0, got {wait:g}", where)
@@ -131,7 +132,7 @@ def launch_wait(got: dict, where: str, max_age_s: float, now: float) -> tuple:
     if age is not None and age > max_age_s:
         return None, {"wait_source": DCGM_ONLY, "launch_wait_age_s": age}, (
             f"launch-wait field {WAIT} from {where} is {age:.0f} s old (probe.max_age_s {max_age_s:g}): "
-            f"DCGM-only prediction (wait = beta_us * u)")
+            f"{only} prediction (wait = beta_us * u)")
     return wait, {"wait_source": f"measured ({where})", "launch_wait_measured_us": wait,
                   "launch_wait_age_s": age}, None
 
@@ -154,7 +155,7 @@ def current_load(cfg: dict, device: str, fields: list, metrics_file=None) -> tup
     missing = [f for f in fields if f not in got]
     if missing:
         raise HaseError(f"load field '{missing[0]}' needed by the predictor is missing", where)
-    wait, info, warning = launch_wait(got, where, float(cfg["probe"]["max_age_s"]), time.time())
+    wait, info, warning = launch_wait(got, where, float(cfg["probe"]["max_age_s"]), time.time(), device)
     info.update(window)
     if warning and not metrics_file and not cfg["prometheus"]["url"] and float(cfg["probe"]["idle_probe_us"]) <= 0:
         warning += "; set probe.idle_probe_us to run the probe here"

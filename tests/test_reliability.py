@@ -302,3 +302,14 @@ def test_the_cpu_background_leaves_out_this_process():
         assert snapshot(s, 0.1)["CPU_UTIL_PCT"] == pytest.approx(60.0)            # a neighbour's load stays
     finally:
         s.stop()
+
+
+def test_cpu_ep_words_for_the_absent_launch_wait():
+    """Item 9: EP-appropriate words. Without the probe field a CPU EP prediction is made from the CPU fields, not
+    'DCGM-only'; on CUDA the words stay."""
+    import time
+    from hase.inference.load_sources import launch_wait
+    _, info, warning = launch_wait({"CPU_UTIL_PCT": 3.0}, "local sampling", 60.0, time.time(), "cpu")
+    assert "CPU-metrics-only prediction" in warning and "DCGM" not in warning
+    _, _, warning = launch_wait({"DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.1}, "local sampling", 60.0, time.time(), "cuda")
+    assert "absent from local sampling: DCGM-only prediction" in warning

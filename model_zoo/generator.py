@@ -306,6 +306,17 @@ def _conv_bn(cin, cout, k, stride=1, groups=1, dilation=1, act="relu"):
     return nn.Sequential(*layers)
 
 
+def _token_stem(kind: str, width: int, patch: int):
+    """Image -> [B, width, H/patch, W/patch]: one patch conv ('patch'), or log2(patch) stride-2 3x3 conv-BN-ReLU
+    with widths doubling up to `width` (at least 16)."""
+    import torch.nn as nn
+    if kind == "patch":
+        return nn.Conv2d(3, width, patch, patch)
+    n = patch.bit_length() - 1
+    ws = [max(width >> (n - 1 - i), 16) for i in range(n)]
+    return nn.Sequential(*[_conv_bn(ws[i - 1] if i else 3, ws[i], 3, 2) for i in range(n)])
+
+
 def _modules():
     """Module classes, defined lazily so that listing specs needs no torch."""
     import torch
@@ -1315,12 +1326,7 @@ def _build_perceiver(s, size, M):
         def __init__(self):
             super().__init__()
             c, d, p = s["token_dim"], s["dim"], s["patch"]
-            if s["stem"] == "patch":
-                self.stem = nn.Conv2d(3, c, p, p)
-            else:  # log2(patch) stride-2 3x3 conv-BN-ReLU, widths doubling up to the token width
-                n = p.bit_length() - 1
-                ws = [max(c >> (n - 1 - i), 16) for i in range(n)]
-                self.stem = nn.Sequential(*[_conv_bn(ws[i - 1] if i else 3, ws[i], 3, 2) for i in range(n)])
+            self.stem = _token_stem(s["stem"], c, p)
             self.pos = nn.Parameter(torch.randn(1, (size // p) ** 2, c) * 0.02)
             # 2-D so that the generator's weight scaling (1 / sqrt of a row) leaves it well above LayerNorm's eps
             self.latents = nn.Parameter(torch.randn(s["latents"], d))
@@ -1427,12 +1433,7 @@ def _build_linattn(s, size, M):
         def __init__(self):
             super().__init__()
             d, p = s["dim"], s["patch"]
-            if s["stem"] == "patch":
-                self.stem = nn.Conv2d(3, d, p, p)
-            else:  # log2(patch) stride-2 3x3 conv-BN-ReLU, widths doubling up to the model width
-                n = p.bit_length() - 1
-                ws = [max(d >> (n - 1 - i), 16) for i in range(n)]
-                self.stem = nn.Sequential(*[_conv_bn(ws[i - 1] if i else 3, ws[i], 3, 2) for i in range(n)])
+            self.stem = _token_stem(s["stem"], d, p)
             grid = size // p
             self.pos = nn.Parameter(torch.randn(1, grid * grid, d) * 0.02)
             self.blocks = nn.Sequential(*[M["EluBlock"](d, s["heads"], s["mlp_ratio"], s["impl"], grid, s["conv_pos"])

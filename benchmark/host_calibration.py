@@ -52,6 +52,13 @@ COPY_BYTES = (64 << 10, 1 << 20, 16 << 20)
 SCHEMA = 1
 
 
+def model_bytes(graph) -> bytes:
+    """A calibration graph as an opset-17 model (IR 8, what the pinned ORT loads)."""
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="hase.calibration")
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
 def chain_model(kind: str, n: int = CHAIN_N) -> tuple:
     """(ONNX bytes, input shape) of a chain of n nodes of one op class on a tiny float tensor."""
     shape = {"relu": [1], "add": [1], "reshape": [4, 4], "matmul": [4, 4], "conv": [1, 8, 4, 4]}[kind]
@@ -81,9 +88,11 @@ def chain_model(kind: str, n: int = CHAIN_N) -> tuple:
     out_shape = shape if kind != "reshape" or n % 2 == 0 else [16]
     graph = helper.make_graph(nodes, f"calib_{kind}", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)], initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="hase.calibration")
-    model.ir_version = 8
-    return model.SerializeToString(), shape
+    return model_bytes(graph), shape
+
+
+# the throughput kernels' work per run (FLOP; bytes read and written for add): compute_model's shapes below
+COMPUTE_WORK = {"conv": 2 * 64 * 64 * 9 * 56 * 56, "matmul": 2 * 512 ** 3, "add": 3 * 4 * (1 << 22)}
 
 
 def compute_model(kind: str) -> tuple:
@@ -91,27 +100,22 @@ def compute_model(kind: str) -> tuple:
     if kind == "conv":      # 3x3, 64 -> 64 channels on 56x56: the bulk of a ResNet stage
         x, w = [1, 64, 56, 56], np.random.default_rng(0).standard_normal((64, 64, 3, 3)).astype(np.float32) * 0.05
         node = helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
-        y, work = [1, 64, 56, 56], 2 * 64 * 64 * 9 * 56 * 56
     elif kind == "matmul":
         x, w = [512, 512], np.random.default_rng(0).standard_normal((512, 512)).astype(np.float32) * 0.05
         node = helper.make_node("MatMul", ["x", "w"], ["y"])
-        y, work = [512, 512], 2 * 512 ** 3
     else:                   # add: read two 16 MiB operands, write one
         x, w = [1 << 22], np.full(1 << 22, 0.5, np.float32)
         node = helper.make_node("Add", ["x", "w"], ["y"])
-        y, work = [1 << 22], 3 * 4 * (1 << 22)
     graph = helper.make_graph([node], f"calib_cpu_{kind}", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, y)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, x)],   # same shape out
                               initializer=[numpy_helper.from_array(w, "w")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="hase.calibration")
-    model.ir_version = 8
-    return model.SerializeToString(), x, work
+    return model_bytes(graph), x, COMPUTE_WORK[kind]
 
 
 # CPU EP: how a node's time moves with the thread count depends on its size: MLAS and ORT's thread pool split a
-# node across threads only above some work (a 3.6 MFLOP conv ran 31.1 us on 1 thread and 31.5 us on 2; a 231 MFLOP
-# one twice as fast). So besides the large kernels' throughput, per-node time on chains of smaller ones:
-# 3x3 convs (channels, side) and Adds (elements), LADDER_N nodes each.
+# node across threads only above some work (on an idle 2-vCPU EPYC, 1 -> 2 threads: a 0.29 MFLOP conv 4.5 -> 4.0 us,
+# 3.6 MFLOP 32.5 -> 18.5 us, 58 MFLOP 497 -> 250 us). So besides the large kernels' throughput, per-node time on
+# chains of smaller ones: 3x3 convs (channels, side) and Adds (elements), LADDER_N nodes each.
 LADDER_CONV = ((16, 8), (32, 14), (64, 28))          # 0.29, 3.6, 58 MFLOP (the throughput conv above: 231)
 LADDER_ADD = (1 << 14, 1 << 17)                        # 0.19, 1.6 MB moved (the throughput add above: 50 MB)
 LADDER_N = 4
@@ -135,9 +139,7 @@ def ladder_model(kind: str, size) -> tuple:
         work = 3 * 4 * int(size) / 1e6
     graph = helper.make_graph(nodes, f"calib_ladder_{kind}", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], initializer=[init])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="hase.calibration")
-    model.ir_version = 8
-    return model.SerializeToString(), shape, work
+    return model_bytes(graph), shape, work
 
 
 def geomean(values) -> float:
@@ -263,18 +265,21 @@ class Calibrator:
             out[f"d2h_{tag}_gbps"] = nbytes / float(np.median(d2h)) / 1e9
         return out
 
+    def _cpu_median_ms(self, blob: bytes, x, warmup: int, budget_ms: float, max_loops: int) -> float:
+        """Median session.run (ms) of a one-input model on the CPU EP at this calibrator's thread count."""
+        run = make_runner(make_session(blob, "cpu", "all", threads=self.threads), {"x": x}, "e2e")
+        for _ in range(warmup):
+            run()
+        return time_loop(run, None, budget_ms, 5, max_loops)["median_ms"]
+
     def compute(self, budget_ms: float = 200.0) -> dict:
         if self.device != "cpu":
             return {}
         out = {}
         for kind in ("conv", "matmul", "add"):
             blob, shape, work = compute_model(kind)
-            sess = make_session(blob, "cpu", "all", threads=self.threads)
             x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
-            run = make_runner(sess, {"x": x}, "e2e")
-            for _ in range(3):
-                run()
-            sec = time_loop(run, None, budget_ms, 5, 10000)["median_ms"] / 1e3
+            sec = self._cpu_median_ms(blob, x, 3, budget_ms, 10000) / 1e3
             key = "add_gbps" if kind == "add" else f"{kind}_gflops"
             out[key] = work / sec / 1e9
         return out
@@ -288,11 +293,8 @@ class Calibrator:
             pts = []
             for size in sizes:
                 blob, shape, work = ladder_model(kind, size)
-                sess = make_session(blob, "cpu", "all", threads=self.threads)
-                run = make_runner(sess, {"x": np.ones(shape, np.float32)}, "e2e")
-                for _ in range(5):
-                    run()
-                pts.append([work, time_loop(run, None, budget_ms, 5, 20000)["median_ms"] * 1e3 / LADDER_N])
+                ms = self._cpu_median_ms(blob, np.ones(shape, np.float32), 5, budget_ms, 20000)
+                pts.append([work, ms * 1e3 / LADDER_N])
             out[kind] = pts
         return out
 

@@ -140,19 +140,17 @@ def cpu_reference(profiles: list, threads: int) -> dict:
     return out
 
 
-# the throughput kernels' work (benchmark/host_calibration.compute_model): where a ladder's multiplier is 1
-TOP_CONV_GFLOP, TOP_ADD_MB = 2 * 64 * 64 * 9 * 56 * 56 / 1e9, 3 * 4 * (1 << 22) / 1e6
-
-
 def work_scale(ref: dict, target: dict, scales: dict) -> tuple:
     """({'flop': [[GFLOP, m]], 'mb': [[MB, m]]}, note): per node size, the target/reference time ratio of the small
     and mid-size chains over the class ratio of the large kernels. A node at work G then scales by its class's ratio
     times m(G) (log-interpolated; 1 at and above the throughput kernel's work): small nodes are not split across
     threads, so they do not speed up with the thread count as the large kernels do. None when either side has no
     ladder or they were measured at other sizes."""
+    from hase.benchmark.host_calibration import COMPUTE_WORK   # where a ladder's multiplier is 1
     a, b = ref.get("ladder") or {}, target.get("ladder") or {}
     out = {}
-    for kind, key, top, unit in (("conv", "conv_gflops", TOP_CONV_GFLOP, 1e3), ("add", "add_gbps", TOP_ADD_MB, 1.0)):
+    for kind, key, top, unit in (("conv", "conv_gflops", COMPUTE_WORK["conv"] / 1e9, 1e3),
+                                 ("add", "add_gbps", COMPUTE_WORK["add"] / 1e6, 1.0)):
         pa, pb = a.get(kind) or [], b.get(kind) or []
         if not pa or len(pa) != len(pb) or any(abs(x[0] - y[0]) > 1e-3 * x[0] for x, y in zip(pa, pb)):
             return None, None if not b else "calibration 'ladder' missing in the model's reference: node size not scaled"

@@ -222,9 +222,12 @@ class Sampler(Source):
             time.sleep(self.period_s / 4)
         if self._error and not self._samples:
             raise HaseError(f"metrics source '{self.name}' failed: {self._error}")
-        with self._lock:
-            samples = [s for s in self._samples if s[1] >= start and s[0] <= end]
+        samples = self._overlapping(start, end)
         return {f: overlap_mean(samples, f, start, end) for f in self.fields}
+
+    def _overlapping(self, start: float, end: float) -> list:
+        with self._lock:
+            return [s for s in self._samples if s[1] >= start and s[0] <= end]
 
 
 class PsutilSampler(Sampler):
@@ -259,9 +262,7 @@ class PsutilSampler(Sampler):
         ORT's intra-op threads spin for a while after each session.run (80% of a core, 40% of a 2-core machine),
         and the main job's idle check on an idle machine refused on its own spin."""
         if "CPU_UTIL_PCT" in w:
-            with self._lock:
-                samples = [x for x in self._samples if x[1] >= start and x[0] <= end]
-            own = overlap_mean(samples, SELF_CPU, start, end)
+            own = overlap_mean(self._overlapping(start, end), SELF_CPU, start, end)
             if math.isfinite(own):
                 w = dict(w, CPU_UTIL_PCT=min(max(w["CPU_UTIL_PCT"] - own, 0.0), 100.0))
         return w

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from hase.benchmark.ort_kernel_runner import make_runner, time_loop
+from hase.utils import paths
 from hase.utils.config import base_parser, from_args
 from hase.utils.errors import HaseError, run_main
 from hase.utils.logger import get_logger
@@ -144,11 +145,8 @@ def main() -> int:
     log = get_logger("benchmark", args.log_level)
     if not cfg["out"]:
         raise HaseError("config out: the CSV to write is required")
-    if cfg["model_list"]:  # a file of model paths, one a line, measured in that order
-        lp = Path(cfg["model_list"])
-        if not lp.exists():
-            raise HaseError("model_list file not found", lp)
-        cfg["models"] = list(cfg["models"]) + lp.read_text().split()
+    if cfg["model_list"]:
+        cfg["models"] = list(cfg["models"]) + paths.model_list(cfg["model_list"])
     if not cfg["models"]:
         raise HaseError("config models: no model given")
     missing = [m for m in cfg["models"] if not Path(m).exists()]

@@ -500,11 +500,8 @@ def main() -> int:
     if bad:
         raise HaseError(f"config modes: unknown mode '{bad[0]}' (e2e or device)")
     device = resolve_device(cfg["device"], cfg["device_id"])
-    if cfg["model_list"]:  # a file of model paths, one a line, measured in that order
-        lp = Path(cfg["model_list"])
-        if not lp.exists():
-            raise HaseError("model_list file not found", lp)
-        models = [Path(x) for x in lp.read_text().split() if x]
+    if cfg["model_list"]:
+        models = [Path(x) for x in paths.model_list(cfg["model_list"])]
     else:
         pats = cfg["models"] or [str(paths.models_dir() / "*.onnx")]
         models = [m for m in paths.expand_globs(pats) if ".opt." not in m.name]

@@ -157,6 +157,14 @@ def csv_or_gz(path: Path) -> Path:
     return path
 
 
+def model_list(path) -> list:
+    """The model paths of a `model_list` file (one a line, measured in that order); missing -> one-line HaseError."""
+    lp = Path(path)
+    if not lp.exists():
+        raise HaseError("model_list file not found", lp)
+    return lp.read_text().split()
+
+
 def expand_globs(patterns) -> list:
     """Files matching each pattern, in order; a pattern that matches nothing is an error."""
     out = []

@@ -32,6 +32,10 @@ def main() -> int:
     for f in ("trace_sessions.csv.gz", "trace_nodes.csv.gz"):
         if not (a.src / f).exists():
             raise HaseError(f"{f} missing (not a gpu_corpus_wait.sh output folder)", a.src)
+    # a LABELS_ONLY job leaves the trace tables empty: its clean labels are the data
+    traced = (a.src / "trace_sessions.csv.gz").stat().st_size > 0
+    if not traced and not (a.src / "clean_sessions.csv.gz").exists():
+        raise HaseError("no trace sessions and no clean labels in it", a.src)
     a.dest.mkdir(parents=True, exist_ok=True)
     if not (a.src / "machine.txt").exists():  # the wait script leaves it out at 8 files: it is the log's head
         log = (a.src / "log.txt").read_text().splitlines() if (a.src / "log.txt").exists() else []
@@ -41,8 +45,9 @@ def main() -> int:
         atomic_write_text(a.dest / "machine.txt", "\n".join(head) + "\n")
     if (a.src / "clean_sessions.csv.gz").exists():  # label-only sessions from the process that never profiles
         write_xz(pd.read_csv(a.src / "clean_sessions.csv.gz"), a.dest / "clean_sessions.csv.xz")
-    write_xz(pd.read_csv(a.src / "trace_sessions.csv.gz"), a.dest / "trace_sessions.csv.xz")
-    write_xz(pd.read_csv(a.src / "trace_nodes.csv.gz")[NODE_COLS], a.dest / "trace_nodes.csv.xz")
+    if traced:
+        write_xz(pd.read_csv(a.src / "trace_sessions.csv.gz"), a.dest / "trace_sessions.csv.xz")
+        write_xz(pd.read_csv(a.src / "trace_nodes.csv.gz")[NODE_COLS], a.dest / "trace_nodes.csv.xz")
     for f in ("machine.txt", "trace_config.json", "calibration.json"):
         if (a.src / f).exists():
             shutil.copyfile(a.src / f, a.dest / f)

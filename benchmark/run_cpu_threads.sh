@@ -5,7 +5,8 @@
 #   1. export the set (model_zoo/build_corpus.py, the frozen archs, max_configs, max_gflop), SKIP left out
 #   2. phase 2 CPU records on this CPU (NCHWc blocking follows the ISA, so records are per CPU)
 #   3. benchmark/trace_run.py --device cpu --set threads=T, SESSIONS fresh sessions, out=tT, for T in THREADS
-# Detached, then polled: (setsid nohup bash benchmark/run_cpu_threads.sh /tmp/cjob > /tmp/cjob.out 2>&1 &)
+# Declared in benchmark/gpu_jobs.yaml; run with `hase gpu-job cpu_threads` (detached, then polled by job_out_wait.sh).
+# HASE_HOME defaults to /tmp/hase_cpu: its model folder must hold only this set.
 # Packs into JOB/out after each stage: results.tar.xz (trace tables, calibration.json, configs), records.json.xz,
 # log.txt, lscpu.txt. Env: THREADS ("2 1"), SESSIONS (3), SKIP ("cnn_plain-s9000": its optimized model is over
 # protobuf's 2 GB), WORKERS (8).
@@ -16,7 +17,7 @@ export HASE_HOME=${HASE_HOME:-/tmp/hase_cpu} PYTHONUNBUFFERED=1
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
 SET=benchmark/results/cpu-amd-epyc/threads/fresh_set.yaml
 M=$HASE_HOME/model_zoo/models
-ARCHS=$(python3 - "$SET" "${SKIP-cnn_plain-s9000}" <<'PY'
+ARCHS=$(python3 - "$SET" "${SKIP:-cnn_plain-s9000}" <<'PY'
 import sys, yaml
 s = yaml.safe_load(open(sys.argv[1])); skip = set(sys.argv[2].split())
 print("[" + ", ".join(a for a in s["archs"] if a not in skip) + "]")

@@ -185,10 +185,13 @@ def main() -> int:
         v = pd.to_numeric(clean["clean_calib_host_index_us"], errors="coerce").dropna()
         v = v[v > 0]
         if len(v):
+            between = mc.machine_elasticity(clean)   # what a target machine's median reading needs
             model["calibration_ref"] = dict(cal_ref, host_index_us=float(v.median()), p10_us=float(v.quantile(0.1)),
                                             p90_us=float(v.quantile(0.9)), sessions=int(len(v)),
                                             machines=int(clean.loc[v.index, "machine"].nunique()),
-                                            source="clean-label processes (elasticity from the trace sessions)")
+                                            elasticity_sessions=cal_ref.get("elasticity", 1.0), **between,
+                                            source="clean-label processes" + (
+                                                "" if between else " (elasticity from the trace sessions)"))
     model["label"] = cfg["label"]
 
     # ---- out of fold on the training split, grouped by architecture

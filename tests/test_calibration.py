@@ -99,6 +99,27 @@ def _prep(host_us: float, gpu_us: float, n: int = 50) -> dict:
     return synthetic_prep([host_us] * n, [gpu_us] * n, 0.0, 0.0)
 
 
+def test_machine_elasticity_sees_machines_through_session_noise():
+    # 4 machines whose host runs as (median reading)^0.8; each session's own reading is noise around its machine's
+    # median, so the session-level slope is diluted while the machine-level one is not
+    rng = np.random.default_rng(1)
+    rows = []
+    for mach, med in zip("abcd", (6.0, 7.0, 8.5, 10.0)):
+        for model, base in (("m%d" % i, 500.0 + 100 * i) for i in range(12)):
+            for s in range(3):
+                rows.append({"machine": mach, "model": model, "session": s,
+                             "clean_calib_host_index_us": med * rng.lognormal(0, 0.15),
+                             "clean_ort_node_sum_us": base * (med / 7.5) ** 0.8 * rng.lognormal(0, 0.02)})
+    c = pd.DataFrame(rows)
+    el = mc.machine_elasticity(c)
+    assert el["elasticity"] == pytest.approx(0.8, abs=0.1) and el["elasticity_machines"] == 4
+    diluted = mc.reference(c.rename(columns={"clean_calib_host_index_us": "calib_host_index_us",
+                                             "clean_ort_node_sum_us": "host_sum_us"}))["elasticity"]
+    assert diluted < el["elasticity"] - 0.2
+    assert mc.machine_elasticity(c[c["machine"].isin(["a", "b"])]) == {}   # two machines: no slope claimed
+    assert mc.machine_elasticity(c.drop(columns="clean_ort_node_sum_us")) == {}
+
+
 def test_twice_as_slow_a_host_slows_a_dispatch_bound_model_not_a_gpu_bound_one():
     params = dict(tm.DEFAULT_PARAMS, c0_us=50.0)
     slow = mc.calibrated_params(params, 2.0)

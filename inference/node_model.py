@@ -13,6 +13,13 @@ in the training vocabulary; -1 = unseen), FLOPs, bytes, elements, the conv geome
 MatMul (attention's q @ k^T is two activations). An op type absent from training is predicted from the generic
 features alone and counted (`unseen_types`, fallback share of predicted time).
 
+Recurrent nodes (LSTM, GRU, RNN: one ONNX node for the whole sequence) run one step after the other: ORT launches
+a few kernels per time step and direction (4,106 launches for a 2-layer bidirectional LSTM over 512 steps), so both
+their GPU time and their dispatch grow with the number of steps, not with any size the trees see on other ops. The
+trees learn them per step (`recurrent_steps`: time steps x directions; the node's shapes and FLOPs as one step), and
+the prediction is the step's time x the steps. Exam v5, where no recurrent node was in training, priced them as one
+small op: 10-50x under.
+
 Library: NodeModel.fit(kernels, gpu_us, host_us) / .predict(kernels) / .save(dir) / NodeModel.load(dir); the
 predictor interface of training/train_kernel_model.KernelPredictor (predict_kernels, unseen_types,
 load_fields, device, manifest) so the timeline takes it where it takes a kernel predictor.
@@ -54,6 +61,48 @@ def extra_features(k: dict) -> dict:
             "on_cpu": float(k.get("ep") == "CPUExecutionProvider"), "inserted": float(bool(k.get("inserted_by_ort")))}
 
 
+RECURRENT = {"LSTM": 4, "GRU": 3, "RNN": 1}   # op type: gates (GEMM blocks per step)
+
+
+def recurrent_steps(k: dict) -> int:
+    """Sequential steps of a recurrent node (time steps x directions); 1 for every other node."""
+    if k.get("op_type") not in RECURRENT:
+        return 1
+    x = _shape((k.get("inputs") or [None])[0])
+    if len(x) < 3:
+        return 1
+    a = k.get("attributes") or {}
+    t = x[1] if int(a.get("layout") or 0) == 1 else x[0]
+    return max(int(t), 1) * (2 if a.get("direction") == "bidirectional" else 1)
+
+
+def one_step(k: dict) -> dict:
+    """A recurrent node as one step of one direction: T -> 1 in its activation shapes, the step's FLOPs (the gates'
+    GEMMs over the input and the hidden state: 2 x B x gates*H x (C + H)), the weights read once per step."""
+    steps = recurrent_steps(k)
+    if steps == 1:
+        return k
+    a = k.get("attributes") or {}
+    lay = int(a.get("layout") or 0)
+    x = _shape(k["inputs"][0])
+    b, c = (x[0], x[2]) if lay == 1 else (x[1], x[2])
+    h = int(a.get("hidden_size") or 1)
+    wbytes = 4.0 * sum(float(np.prod(w)) for w in (k.get("weight_shapes") or []) if w)
+
+    def step_shape(e):
+        if not e or not e.get("shape"):
+            return e
+        sh = list(e["shape"])
+        i = 1 if lay == 1 else 0
+        return dict(e, shape=sh[:i] + [1] + sh[i + 1:]) if len(sh) >= 3 else e
+    t = steps // (2 if a.get("direction") == "bidirectional" else 1)
+    return dict(k, inputs=[step_shape(e) if j == 0 else e for j, e in enumerate(k.get("inputs") or [])],
+                outputs=[step_shape(e) if j == 0 else e for j, e in enumerate(k.get("outputs") or [])],
+                flops=2.0 * b * RECURRENT[k["op_type"]] * h * (c + h),
+                bytes_read=wbytes + max(float(k.get("bytes_read") or 0) - wbytes, 0.0) / t,
+                bytes_written=float(k.get("bytes_written") or 0) / t)
+
+
 def features(kernels: list, type_codes: dict) -> pd.DataFrame:
     f = feature_frame(kernels, [], type_codes)
     x = pd.DataFrame([extra_features(k) for k in kernels], index=f.index)
@@ -75,12 +124,14 @@ class NodeModel:
     def fit(self, kernels: list, gpu_us, host_us, params=None):
         import xgboost as xgb
         self.type_codes = type_vocabulary([k["type"] for k in kernels])
-        X, _ = features(kernels, self.type_codes)
+        steps = np.array([recurrent_steps(k) for k in kernels], float)
+        X, _ = features([one_step(k) for k in kernels], self.type_codes)
         for name, y in (("gpu", gpu_us), ("host", host_us)):
             m = xgb.XGBRegressor(**{**PARAMS, **(params or {})})
-            m.fit(X.to_numpy(np.float32), np.log1p(np.maximum(np.asarray(y, float), 0.0)))
+            m.fit(X.to_numpy(np.float32), np.log1p(np.maximum(np.asarray(y, float), 0.0) / steps))
             self.boosters[name] = m.get_booster()
-        self.manifest.update({"features": list(X.columns), "type_codes": self.type_codes, "nodes": len(kernels)})
+        self.manifest.update({"features": list(X.columns), "type_codes": self.type_codes, "nodes": len(kernels),
+                              "recurrent_per_step": True, "recurrent_nodes": int((steps > 1).sum())})
         return self
 
     # ---- prediction
@@ -89,9 +140,11 @@ class NodeModel:
         import xgboost as xgb
         if not kernels:
             return np.zeros(0), np.zeros(0)
-        X, _ = features(kernels, self.type_codes)
+        per_step = bool(self.manifest.get("recurrent_per_step"))   # models fitted before the term: as they were
+        steps = np.array([recurrent_steps(k) if per_step else 1 for k in kernels], float)
+        X, _ = features([one_step(k) for k in kernels] if per_step else kernels, self.type_codes)
         d = xgb.DMatrix(X[self.manifest["features"]].to_numpy(np.float32))
-        out = [np.maximum(np.expm1(self.boosters[n].predict(d)), 0.0) for n in ("gpu", "host")]
+        out = [np.maximum(np.expm1(self.boosters[n].predict(d)), 0.0) * steps for n in ("gpu", "host")]
         return out[0], out[1]
 
     def unseen(self, kernels: list) -> np.ndarray:

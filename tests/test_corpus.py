@@ -126,6 +126,29 @@ def test_node_model_names_unseen_types_and_their_share(tmp_path):
     assert isinstance(load_predictor(tmp_path / "nm"), NodeModel)   # found where a kernel predictor is
 
 
+
+
+def test_node_model_prices_a_recurrent_node_per_step():
+    """An LSTM's time is its steps x a step's time: trained on sequences of 32-256 steps, a 1024-step node is
+    predicted about 4x a 256-step one (trees alone cannot extrapolate past what they saw)."""
+    from hase.inference.node_model import NodeModel, one_step, recurrent_steps
+    recs = json.loads(lzma.decompress((REPO / "ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz")
+                                      .read_bytes()))
+    lstm = next(k for m in sorted(recs) if m.startswith("rnn-") for k in recs[m]["kernels"] if k["op_type"] == "LSTM")
+
+    def at(t, b=1):
+        def sh(e):
+            return dict(e, shape=[t, b] + list(e["shape"][2:])) if e and len(e.get("shape") or []) >= 3 else e
+        return dict(lstm, inputs=[sh(lstm["inputs"][0])] + lstm["inputs"][1:], outputs=[sh(e) for e in lstm["outputs"]])
+    others = [k for r in committed_records(6) for k in r["kernels"]]
+    train = [at(t, b) for t in (32, 64, 128, 256) for b in (1, 4, 16)] * 4 + others
+    per_step_us = 6.0   # a step costs the same whatever the length
+    g = np.array([per_step_us * recurrent_steps(k) if k["op_type"] == "LSTM" else 3.0 for k in train])
+    nm = NodeModel().fit(train, g, g * 2, {"n_estimators": 60})
+    pg, ph = nm.predict([at(256), at(1024)])
+    assert pg[1] / pg[0] == pytest.approx(4.0, rel=0.05) and ph[1] / ph[0] == pytest.approx(4.0, rel=0.05)
+    assert pg[1] == pytest.approx(per_step_us * recurrent_steps(at(1024)), rel=0.15)
+    assert one_step(at(1024))["inputs"][0]["shape"][0] == 1 and recurrent_steps(others[0]) == 1
 def test_registry_warns_on_an_unknown_op(tmp_path):
     """An op the registry lacks is named in a warning by phase 2 and still gets a kernel type."""
     import onnx

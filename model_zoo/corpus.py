@@ -16,7 +16,8 @@ from hase.utils import paths  # noqa: E402
 from hase.utils.errors import HaseError, run_main  # noqa: E402
 
 SPLIT_FILE = paths.REPO / "model_zoo" / "corpus_split.yaml"
-CNN_FAMILIES = {"cnn_plain", "cnn_mobile", "cnn_grouped", "unet", "fpn", "convnext", "tcn", "dense"}  # tcn: 1-D convs
+CNN_FAMILIES = {"cnn_plain", "cnn_mobile", "cnn_grouped", "unet", "fpn", "convnext", "tcn", "dense",
+                "gan"}  # tcn: 1-D convs
 # not CNNs: the attention and mixing families, rnn (LSTM/GRU; a Conv1d front-end at most) and linattn (linear
 # attention over image tokens, convs around it as in hybrid)
 # named models that are CNNs (for the corpus's non-CNN share); every other named model has attention or mixing

@@ -54,6 +54,12 @@ same configs on any machine. Families (each with its own parameter ranges, FAMIL
                of kernel 4, SiLU, softplus input-dependent dt per head, SSD chunked scan: cumsum of log-decays, exp,
                lower-triangular masked matmuls within chunks of 16-64, the state carried over <= 16 chunks by
                unrolled matmuls, SiLU gate), then the sequence, a per-step Linear or a mean over time + Linear
+  gan          image generator over [B, C, s, s] to RGB of at most 256 x 256: a latent grid (C 64-256, s 4-16;
+               DCGAN-like, width 128-512 halving over 3-5 up stages to 32) or an image (C 3, s 32-256; a kxk stem of
+               width 32-64, 0-2 stride-2 downs, as many ups, and 0-2 more for x2/x4 super-resolution: pix2pix,
+               CycleGAN, ESRGAN-like); up stages of a stride-2 ConvTranspose2d or nearest/bilinear Upsample + 3x3
+               conv (1-2 convs each), BatchNorm, InstanceNorm or none, ReLU/LeakyReLU, 0-9 residual blocks at the
+               bottleneck, a conv + Tanh to RGB
 Configs: batch 1 always, one batch of 4-16 and one of 32-64, each at a size the family allows; a config whose
 forward pass exceeds `max_gflop` is run at a smaller batch (so one run stays under ~30 ms on an H200).
 
@@ -70,11 +76,12 @@ import numpy as np  # noqa: E402
 from hase.utils import paths  # noqa: E402
 from hase.utils.errors import HaseError  # noqa: E402
 
-CNN = ("cnn_plain", "cnn_mobile", "cnn_grouped")  # _build_cnn builds these (unet, fpn, convnext, tcn, dense: CNNs built apart)
+CNN = ("cnn_plain", "cnn_mobile", "cnn_grouped")  # _build_cnn builds these (unet, fpn, convnext, tcn, dense, gan:
+# CNNs built apart)
 # new families go at the end: a family's index seeds its specs and weights, so appending keeps the others' as they are
 FAMILIES = ("cnn_plain", "cnn_mobile", "cnn_grouped", "vit", "swin", "hybrid", "mixer", "encoder",
             "pvt", "decoder", "unet", "conformer", "fpn", "convnext", "tcn", "perceiver", "dense", "rnn", "linattn",
-            "ssm")
+            "ssm", "gan")
 # families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's mel bins, a tcn's, an
 # rnn's or an ssm's C_in)
 SEQUENCE = ("encoder", "decoder", "conformer", "tcn", "rnn", "ssm")
@@ -255,6 +262,24 @@ def arch_spec(family: str, seed: int) -> dict:
         else:
             s.update(expand=2, head_dim=_pick(r, [32, 64]), conv_k=4, chunk=_pick(r, [16, 32, 64]))
         sizes = [64, 128, 192, 256, 384, 512, 768, 1024]  # time steps
+    elif family == "gan":
+        # a generator: from a latent grid [B, z, s, s] (DCGAN-like decoder: a 3x3 conv to the width, 3-5 up stages
+        # halving it) or an image [B, 3, s, s] (pix2pix/CycleGAN: 0-2 stride-2 downs and as many ups; ESRGAN-like:
+        # 1-2 more ups for x2/x4 super-resolution); residual blocks at the bottleneck; a conv + Tanh to RGB
+        source = _pick(r, ["latent", "image"])
+        s.update(source=source, up_mode=_pick(r, ["transpose", "nearest", "bilinear"]),
+                 norm=_pick(r, ["bn", "in", "none"]), act=_pick(r, ["relu", "lrelu"]),
+                 res_blocks=_pick(r, [0, 0, 2, 4, 6, 9]), stage_convs=int(r.integers(1, 3)))
+        if source == "latent":
+            up = int(r.integers(3, 6))
+            s.update(in_ch=_pick(r, [64, 100, 128, 256]), width=_pick(r, [128, 256, 384, 512]), down=0, up=up)
+            sizes = [z for z in (4, 6, 8, 12, 16) if 64 <= z * 2 ** up <= 256]  # the output is 64-256 pixels
+        else:
+            down = int(r.integers(0, 3))
+            sr = int(r.integers(0 if down else 1, 3))  # ups beyond the downs: the output is 2**sr times the input
+            s.update(in_ch=3, width=_pick(r, [32, 48, 64]), stem_k=_pick(r, [3, 7]), down=down, up=down + sr)
+            # the output is at most 256 pixels: a batch of 32 at 512 x 512 took 4.3 GB to export on the CPU
+            sizes = [z for z in (32, 48, 64, 96, 128, 160, 192, 256) if z % 2 ** down == 0 and z * 2 ** sr <= 256]
     else:  # perceiver
         stem = _pick(r, ["patch", "conv"])
         patch = _pick(r, [4, 8, 16] if stem == "conv" else [4, 6, 8, 12, 14, 16])  # conv: log2(patch) stride-2 convs
@@ -994,6 +1019,8 @@ def _build(spec: dict, size: int, M: dict, g):
         model = _build_linattn(spec, size, M)
     elif fam == "ssm":
         model = _build_ssm(spec, size, M)
+    elif fam == "gan":
+        model = _build_gan(spec, M)
     elif fam == "torchvision":
         from hase.model_zoo.torchvision_exporter import build_torch_model
         return build_torch_model(spec["arch"], size)
@@ -1561,10 +1588,53 @@ def _build_ssm(s, size, M):
     return SSM()
 
 
+def _build_gan(s, M):
+    import torch.nn as nn
+    bn = s["norm"] == "bn"
+
+    def norm_act(c):  # InstanceNorm (CycleGAN) normalises each map with its own statistics; 'none' is ESRGAN's
+        norm = nn.BatchNorm2d(c) if bn else nn.InstanceNorm2d(c, affine=True) if s["norm"] == "in" else nn.Identity()
+        return [norm, nn.ReLU() if s["act"] == "relu" else nn.LeakyReLU(0.2)]
+
+    def conv(ci, co, k=3, stride=1):
+        return [nn.Conv2d(ci, co, k, stride, k // 2, bias=not bn), *norm_act(co)]
+
+    def up(ci, co):  # x2: a 4x4 stride-2 transposed conv, or nearest/bilinear Resize + 3x3 conv
+        if s["up_mode"] == "transpose":
+            return [nn.ConvTranspose2d(ci, co, 4, 2, 1, bias=not bn), *norm_act(co)]
+        bilinear = s["up_mode"] == "bilinear"
+        return [nn.Upsample(scale_factor=2, mode=s["up_mode"], align_corners=False if bilinear else None),
+                *conv(ci, co)]
+
+    def res(c):  # the bottleneck's residual block: conv-norm-act, conv-norm, + x
+        return M["Residual"](nn.Sequential(*conv(c, c), *conv(c, c)[:-1]))
+
+    if s["source"] == "latent":  # widths halve per up stage down to 32
+        c, floor, out_k = s["width"], 32, 3
+        layers = conv(s["in_ch"], c)
+    else:  # widths double per down stage (at most 256) and come back; super-resolution stages keep the stem width
+        c, floor, out_k = s["width"], s["width"], s["stem_k"]
+        layers = conv(3, c, s["stem_k"])
+        for _ in range(s["down"]):
+            layers += conv(c, min(2 * c, 256), 3, 2)
+            c = min(2 * c, 256)
+    layers += [res(c) for _ in range(s["res_blocks"])]
+    for _ in range(s["up"]):
+        co = max(c // 2, floor)
+        layers += up(c, co)
+        for _ in range(s["stage_convs"] - 1):
+            layers += conv(co, co)
+        c = co
+    layers += [nn.Conv2d(c, 3, out_k, 1, out_k // 2), nn.Tanh()]
+    return nn.Sequential(*layers)
+
+
 def input_shape(spec: dict, batch: int, size: int) -> tuple:
     if spec["family"] in SEQUENCE:  # [B, S, F]: F is a conformer's mel bins, a tcn's, rnn's or ssm's C_in, else D
         f = {"conformer": "mels", "tcn": "c_in", "rnn": "c_in", "ssm": "c_in"}.get(spec["family"], "dim")
         return (batch, size, spec[f])
+    if spec["family"] == "gan":  # a latent grid [B, z, s, s] or an image
+        return (batch, spec["in_ch"], size, size)
     return (batch, 3, size, size)
 
 

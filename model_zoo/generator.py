@@ -60,6 +60,11 @@ same configs on any machine. Families (each with its own parameter ranges, FAMIL
                CycleGAN, ESRGAN-like); up stages of a stride-2 ConvTranspose2d or nearest/bilinear Upsample + 3x3
                conv (1-2 convs each), BatchNorm, InstanceNorm or none, ReLU/LeakyReLU, 0-9 residual blocks at the
                bottleneck, a conv + Tanh to RGB
+  moe          ViT whose MLP is a mixture of 4-16 experts (in every block or every other; depth 2-8, D 96-512): a
+               router Linear, softmax then TopK k 1-2 (or TopK of the logits then softmax), the weights put back at
+               their experts by ScatterElements or a one-hot Equal mask, every expert computed densely (Einsum over
+               stacked [E, H, D] weights or a MatMul batched over E, all experts' hidden width at most 32 D) and
+               summed with the gate weights; patch or conv stem, 8 x 8 to 24 x 24 tokens
 Configs: batch 1 always, one batch of 4-16 and one of 32-64, each at a size the family allows; a config whose
 forward pass exceeds `max_gflop` is run at a smaller batch (so one run stays under ~30 ms on an H200).
 
@@ -81,7 +86,7 @@ CNN = ("cnn_plain", "cnn_mobile", "cnn_grouped")  # _build_cnn builds these (une
 # new families go at the end: a family's index seeds its specs and weights, so appending keeps the others' as they are
 FAMILIES = ("cnn_plain", "cnn_mobile", "cnn_grouped", "vit", "swin", "hybrid", "mixer", "encoder",
             "pvt", "decoder", "unet", "conformer", "fpn", "convnext", "tcn", "perceiver", "dense", "rnn", "linattn",
-            "ssm", "gan")
+            "ssm", "gan", "moe")
 # families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's mel bins, a tcn's, an
 # rnn's or an ssm's C_in)
 SEQUENCE = ("encoder", "decoder", "conformer", "tcn", "rnn", "ssm")
@@ -280,6 +285,20 @@ def arch_spec(family: str, seed: int) -> dict:
             s.update(in_ch=3, width=_pick(r, [32, 48, 64]), stem_k=_pick(r, [3, 7]), down=down, up=down + sr)
             # the output is at most 256 pixels: a batch of 32 at 512 x 512 took 4.3 GB to export on the CPU
             sizes = [z for z in (32, 48, 64, 96, 128, 160, 192, 256) if z % 2 ** down == 0 and z * 2 ** sr <= 256]
+    elif family == "moe":
+        # a ViT whose MLPs (every one, or every other as in V-MoE/GShard) are mixtures of 4-16 experts: a router,
+        # TopK k of E, every expert computed densely and summed with the gate weights; tokens at most 24 x 24
+        stem = _pick(r, ["patch", "conv"])
+        heads = _pick(r, [3, 4, 6, 8])
+        s.update(stem=stem, patch=_pick(r, [8, 16]), heads=heads, dim=heads * _pick(r, [32, 48, 64]),
+                 depth=int(r.integers(2, 9)), mlp_ratio=_pick(r, [2, 4]), attn=_pick(r, ["manual", "sdpa"]),
+                 experts=_pick(r, [4, 6, 8, 12, 16]), top_k=int(r.integers(1, 3)), expert_ratio=_pick(r, [1, 2, 4]),
+                 moe_every=_pick(r, [1, 2]), order=_pick(r, ["softmax_topk", "topk_softmax"]),
+                 gate=_pick(r, ["scatter", "onehot"]), impl=_pick(r, ["einsum", "bmm"]), classes=1000)
+        # all experts' hidden width at most 32 D: the widest (D 512, 16 x 2 D, 8 layers, 24 x 24 tokens) is about
+        # 170 GFLOP and 145 M parameters at batch 1
+        s["expert_ratio"] = min(s["expert_ratio"], 32 // s["experts"])
+        sizes = [s["patch"] * n for n in range(8, 25, 2) if 128 <= s["patch"] * n <= 384]
     else:  # perceiver
         stem = _pick(r, ["patch", "conv"])
         patch = _pick(r, [4, 8, 16] if stem == "conv" else [4, 6, 8, 12, 14, 16])  # conv: log2(patch) stride-2 convs
@@ -1021,6 +1040,8 @@ def _build(spec: dict, size: int, M: dict, g):
         model = _build_ssm(spec, size, M)
     elif fam == "gan":
         model = _build_gan(spec, M)
+    elif fam == "moe":
+        model = _build_moe(spec, size, M)
     elif fam == "torchvision":
         from hase.model_zoo.torchvision_exporter import build_torch_model
         return build_torch_model(spec["arch"], size)
@@ -1627,6 +1648,78 @@ def _build_gan(s, M):
         c = co
     layers += [nn.Conv2d(c, 3, out_k, 1, out_k // 2), nn.Tanh()]
     return nn.Sequential(*layers)
+
+
+def _build_moe(s, size, M):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class MoE(nn.Module):
+        """A mixture of E expert MLPs over [B, N, D]. The router: a Linear to E, then softmax and TopK k
+        ('softmax_topk', Switch/Mixtral; k 2 renormalised over the chosen) or TopK of the logits and a softmax over
+        those k ('topk_softmax'); the k weights put back at their experts ('scatter': ScatterElements into zeros;
+        'onehot': an Equal mask of the indices against arange(E), weighted and summed over k). Every expert runs on
+        every token (dense: Einsum over the stacked [E, H, D] weights, or a MatMul batched over E), and the gates
+        weight the sum of their outputs."""
+        def __init__(self, d, hidden, experts, k):
+            super().__init__()
+            self.e, self.hid, self.k = experts, hidden, k
+            self.router = nn.Linear(d, experts, bias=False)
+            # stacked nn.Linear weights [E*out, in], so that the generator scales each row by 1/sqrt(in); viewed as
+            # [E, out, in] in forward (a Reshape of an initializer, folded at export)
+            self.w1 = nn.Parameter(torch.randn(experts * hidden, d))
+            self.w2 = nn.Parameter(torch.randn(experts * d, hidden))
+            self.b1, self.b2 = nn.Parameter(torch.zeros(experts, hidden)), nn.Parameter(torch.zeros(experts, d))
+            self.register_buffer("ids", torch.arange(experts), persistent=False)
+
+        def gates(self, x):
+            logits = self.router(x)                                               # [B, N, E]
+            if s["order"] == "softmax_topk":
+                w, idx = logits.softmax(-1).topk(self.k, -1)
+                if self.k > 1:
+                    w = w / w.sum(-1, keepdim=True)
+            else:
+                w, idx = logits.topk(self.k, -1)
+                w = w.softmax(-1)
+            if s["gate"] == "scatter":
+                return torch.zeros_like(logits).scatter(-1, idx, w)
+            return ((idx[..., None] == self.ids).to(w.dtype) * w[..., None]).sum(-2)
+
+        def forward(self, x):
+            b, n, d = x.shape
+            g = self.gates(x)
+            w1, w2 = self.w1.reshape(self.e, self.hid, d), self.w2.reshape(self.e, d, self.hid)
+            if s["impl"] == "einsum":
+                h = F.gelu(torch.einsum("bnd,ehd->bneh", x, w1) + self.b1)
+                y = torch.einsum("bneh,edh->bned", h, w2) + self.b2
+                return torch.einsum("bned,bne->bnd", y, g)
+            t = x.reshape(1, b * n, d)
+            h = F.gelu(torch.matmul(t, w1.transpose(1, 2)) + self.b1[:, None])   # [E, BN, H]
+            y = torch.matmul(h, w2.transpose(1, 2)) + self.b2[:, None]            # [E, BN, D]
+            return (y * g.reshape(b * n, self.e).t()[..., None]).sum(0).reshape(b, n, d)
+
+    class MoEViT(nn.Module):
+        """Image -> patch or conv-stem tokens [B, N, D] (+ learned positions) -> pre-norm blocks whose MLP is a MoE in
+        every block or every other (the second of each pair) -> LayerNorm, mean over the tokens, Linear."""
+        def __init__(self):
+            super().__init__()
+            d, p = s["dim"], s["patch"]
+            self.stem = _token_stem(s["stem"], d, p)
+            self.pos = nn.Parameter(torch.randn(1, (size // p) ** 2, d) * 0.02)
+            blocks = []
+            for i in range(s["depth"]):
+                blk = M["Block"](d, s["heads"], s["mlp_ratio"], s["attn"])
+                if i % s["moe_every"] == s["moe_every"] - 1:
+                    blk.mlp = MoE(d, d * s["expert_ratio"], s["experts"], s["top_k"])
+                blocks.append(blk)
+            self.blocks = nn.Sequential(*blocks)
+            self.norm, self.head = nn.LayerNorm(d), nn.Linear(d, s["classes"])
+
+        def forward(self, x):
+            t = self.stem(x).flatten(2).transpose(1, 2) + self.pos
+            return self.head(self.norm(self.blocks(t)).mean(1))
+    return MoEViT()
 
 
 def input_shape(spec: dict, batch: int, size: int) -> tuple:

@@ -65,6 +65,11 @@ same configs on any machine. Families (each with its own parameter ranges, FAMIL
                their experts by ScatterElements or a one-hot Equal mask, every expert computed densely (Einsum over
                stacked [E, H, D] weights or a MatMul batched over E, all experts' hidden width at most 32 D) and
                summed with the gate weights; patch or conv stem, 8 x 8 to 24 x 24 tokens
+  detr         detection transformer: a ResNet-like backbone of 3-4 stages (basic or bottleneck, stride 16 or 32,
+               input 256-512), a 1x1 conv to D 128-256, learned positions, 1-4 post-norm encoder layers, 1-4
+               decoder layers of 20-100 learned object queries (self-attention, cross-attention to the memory,
+               positions on queries and keys; manual, SDPA or nn.MultiheadAttention), a class Linear and a 3-layer
+               box MLP + sigmoid, concatenated into [B, queries, classes + 1 + 4]
 Configs: batch 1 always, one batch of 4-16 and one of 32-64, each at a size the family allows; a config whose
 forward pass exceeds `max_gflop` is run at a smaller batch (so one run stays under ~30 ms on an H200).
 
@@ -86,7 +91,7 @@ CNN = ("cnn_plain", "cnn_mobile", "cnn_grouped")  # _build_cnn builds these (une
 # new families go at the end: a family's index seeds its specs and weights, so appending keeps the others' as they are
 FAMILIES = ("cnn_plain", "cnn_mobile", "cnn_grouped", "vit", "swin", "hybrid", "mixer", "encoder",
             "pvt", "decoder", "unet", "conformer", "fpn", "convnext", "tcn", "perceiver", "dense", "rnn", "linattn",
-            "ssm", "gan", "moe")
+            "ssm", "gan", "moe", "detr")
 # families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's mel bins, a tcn's, an
 # rnn's or an ssm's C_in)
 SEQUENCE = ("encoder", "decoder", "conformer", "tcn", "rnn", "ssm")
@@ -299,6 +304,18 @@ def arch_spec(family: str, seed: int) -> dict:
         # 170 GFLOP and 145 M parameters at batch 1
         s["expert_ratio"] = min(s["expert_ratio"], 32 // s["experts"])
         sizes = [s["patch"] * n for n in range(8, 25, 2) if 128 <= s["patch"] * n <= 384]
+    elif family == "detr":
+        # DETR-like: a residual backbone of 3-4 stages (stride 16 or 32), a 1x1 conv to d_model, learned positions,
+        # 1-4 post-norm encoder layers, 1-4 decoder layers of 20-100 learned object queries (self-attention, then
+        # cross-attention to the memory), a class Linear and a 3-layer box MLP with a sigmoid
+        stages = int(r.integers(3, 5))
+        s.update(stages=stages, stem_w=_pick(r, [32, 48, 64]), block=_pick(r, ["basic", "bottleneck"]),
+                 act=_pick(r, ["relu", "silu"]), dim=_pick(r, [128, 192, 256]), heads=_pick(r, [4, 8]),
+                 enc_layers=int(r.integers(1, 5)), dec_layers=int(r.integers(1, 5)),
+                 queries=_pick(r, [20, 25, 50, 64, 100]), ffn_ratio=_pick(r, [2, 4, 8]),
+                 attn=_pick(r, ["manual", "sdpa", "mha"]), classes=_pick(r, [20, 80, 91]))
+        s["depths"] = [int(r.integers(1, 4)) for _ in range(stages)]
+        sizes = [z for z in range(256, 513, 64) if z % 2 ** (stages + 1) == 0]  # stride 16: at most 32 x 32 tokens
     else:  # perceiver
         stem = _pick(r, ["patch", "conv"])
         patch = _pick(r, [4, 8, 16] if stem == "conv" else [4, 6, 8, 12, 14, 16])  # conv: log2(patch) stride-2 convs
@@ -1042,6 +1059,8 @@ def _build(spec: dict, size: int, M: dict, g):
         model = _build_gan(spec, M)
     elif fam == "moe":
         model = _build_moe(spec, size, M)
+    elif fam == "detr":
+        model = _build_detr(spec, size, M)
     elif fam == "torchvision":
         from hase.model_zoo.torchvision_exporter import build_torch_model
         return build_torch_model(spec["arch"], size)
@@ -1720,6 +1739,100 @@ def _build_moe(s, size, M):
             t = self.stem(x).flatten(2).transpose(1, 2) + self.pos
             return self.head(self.norm(self.blocks(t)).mean(1))
     return MoEViT()
+
+
+def _build_detr(s, size, M):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class DetrAttention(nn.Module):
+        """Multi-head attention whose queries, keys and values come from separate inputs (DETR adds the positions
+        to the queries and keys, not to the values): manual MatMul/Softmax, SDPA, or nn.MultiheadAttention."""
+        def __init__(self, d, heads):
+            super().__init__()
+            self.h, self.scale = heads, (d // heads) ** -0.5
+            if s["attn"] == "mha":
+                self.mha = nn.MultiheadAttention(d, heads, batch_first=True)
+            else:
+                self.q, self.k, self.v, self.proj = (nn.Linear(d, d) for _ in range(4))
+
+        def forward(self, q, k, v):
+            if s["attn"] == "mha":
+                return self.mha(q, k, v, need_weights=False)[0]
+            b, n, d = q.shape
+            q = self.q(q).reshape(b, n, self.h, d // self.h).transpose(1, 2)
+            k = self.k(k).reshape(b, -1, self.h, d // self.h).transpose(1, 2)
+            v = self.v(v).reshape(b, -1, self.h, d // self.h).transpose(1, 2)
+            if s["attn"] == "sdpa":
+                o = F.scaled_dot_product_attention(q, k, v)
+            else:
+                o = ((q @ k.transpose(-2, -1)) * self.scale).softmax(-1) @ v
+            return self.proj(o.transpose(1, 2).reshape(b, n, d))
+
+    def ffn(d):  # DETR's FFN: Linear, ReLU, Linear
+        return nn.Sequential(nn.Linear(d, d * s["ffn_ratio"]), nn.ReLU(), nn.Linear(d * s["ffn_ratio"], d))
+
+    class EncLayer(nn.Module):
+        """Post-norm: self-attention over the memory (positions on queries and keys), then the FFN."""
+        def __init__(self, d):
+            super().__init__()
+            self.attn, self.ffn = DetrAttention(d, s["heads"]), ffn(d)
+            self.n1, self.n2 = nn.LayerNorm(d), nn.LayerNorm(d)
+
+        def forward(self, x, pos):
+            qk = x + pos
+            x = self.n1(x + self.attn(qk, qk, x))
+            return self.n2(x + self.ffn(x))
+
+    class DecLayer(nn.Module):
+        """Post-norm: self-attention among the queries, cross-attention from the queries to the memory, the FFN."""
+        def __init__(self, d):
+            super().__init__()
+            self.self_attn, self.cross = DetrAttention(d, s["heads"]), DetrAttention(d, s["heads"])
+            self.ffn, self.n1, self.n2, self.n3 = ffn(d), nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
+
+        def forward(self, t, qpos, mem, pos):
+            qk = t + qpos
+            t = self.n1(t + self.self_attn(qk, qk, t))
+            t = self.n2(t + self.cross(t + qpos, mem + pos, mem))
+            return self.n3(t + self.ffn(t))
+
+    class DETR(nn.Module):
+        """Image -> backbone [B, C, H/s, W/s] -> 1x1 conv to D, tokens [B, HW, D] -> encoder -> decoder over the
+        learned queries and their positions -> LayerNorm -> [B, queries, classes + 1 logits, then 4 sigmoid boxes]."""
+        def __init__(self):
+            super().__init__()
+            d, act = s["dim"], s["act"]
+            # ResNet's widths: stem x 2**i (basic, at most 512) or 4 x that (bottleneck, at most 2048); stage i has
+            # stride 2**(i + 2)
+            wide = s["block"] == "bottleneck"
+            widths = [min(s["stem_w"] * 2 ** i * (4 if wide else 1), 2048 if wide else 512) for i in range(s["stages"])]
+            layers, c = [_conv_bn(3, s["stem_w"], 3, 2, act=act)], s["stem_w"]
+            for w, depth in zip(widths, s["depths"]):
+                layers += [_fpn_block(s, M, c if j == 0 else w, w, 2 if j == 0 else 1) for j in range(depth)]
+                c = w
+            self.backbone, self.proj = nn.Sequential(*layers), nn.Conv2d(c, d, 1)
+            # 2-D so that the generator's weight scaling (1 / sqrt of a row) keeps them at the scale of the features
+            self.pos = nn.Parameter(torch.randn((size // 2 ** (s["stages"] + 1)) ** 2, d))
+            # the queries' content (Deformable-DETR's half of its query embedding; DETR's zeros would leave the
+            # queries all but equal under random weights) and their positions
+            self.query, self.query_pos = (nn.Parameter(torch.randn(s["queries"], d)) for _ in range(2))
+            self.enc = nn.ModuleList([EncLayer(d) for _ in range(s["enc_layers"])])
+            self.dec = nn.ModuleList([DecLayer(d) for _ in range(s["dec_layers"])])
+            self.norm, self.cls = nn.LayerNorm(d), nn.Linear(d, s["classes"] + 1)  # + 1: 'no object'
+            self.box = nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Linear(d, d), nn.ReLU(), nn.Linear(d, 4))
+
+        def forward(self, x):
+            mem = self.proj(self.backbone(x)).flatten(2).transpose(1, 2)
+            for layer in self.enc:
+                mem = layer(mem, self.pos)
+            t = self.query.expand(x.shape[0], -1, -1).clone()  # clone: as Perceiver's latents (the flop counter)
+            for layer in self.dec:
+                t = layer(t, self.query_pos, mem, self.pos)
+            t = self.norm(t)
+            return torch.cat([self.cls(t), self.box(t).sigmoid()], -1)
+    return DETR()
 
 
 def input_shape(spec: dict, batch: int, size: int) -> tuple:

@@ -54,6 +54,22 @@ same configs on any machine. Families (each with its own parameter ranges, FAMIL
                of kernel 4, SiLU, softplus input-dependent dt per head, SSD chunked scan: cumsum of log-decays, exp,
                lower-triangular masked matmuls within chunks of 16-64, the state carried over <= 16 chunks by
                unrolled matmuls, SiLU gate), then the sequence, a per-step Linear or a mean over time + Linear
+  gan          image generator over [B, C, s, s] to RGB of at most 256 x 256: a latent grid (C 64-256, s 4-16;
+               DCGAN-like, width 128-512 halving over 3-5 up stages to 32) or an image (C 3, s 32-256; a kxk stem of
+               width 32-64, 0-2 stride-2 downs, as many ups, and 0-2 more for x2/x4 super-resolution: pix2pix,
+               CycleGAN, ESRGAN-like); up stages of a stride-2 ConvTranspose2d or nearest/bilinear Upsample + 3x3
+               conv (1-2 convs each), BatchNorm, InstanceNorm or none, ReLU/LeakyReLU, 0-9 residual blocks at the
+               bottleneck, a conv + Tanh to RGB
+  moe          ViT whose MLP is a mixture of 4-16 experts (in every block or every other; depth 2-8, D 96-512): a
+               router Linear, softmax then TopK k 1-2 (or TopK of the logits then softmax), the weights put back at
+               their experts by ScatterElements or a one-hot Equal mask, every expert computed densely (Einsum over
+               stacked [E, H, D] weights or a MatMul batched over E, all experts' hidden width at most 32 D) and
+               summed with the gate weights; patch or conv stem, 8 x 8 to 24 x 24 tokens
+  detr         detection transformer: a ResNet-like backbone of 3-4 stages (basic or bottleneck, stride 16 or 32,
+               input 256-512), a 1x1 conv to D 128-256, learned positions, 1-4 post-norm encoder layers, 1-4
+               decoder layers of 20-100 learned object queries (self-attention, cross-attention to the memory,
+               positions on queries and keys; manual, SDPA or nn.MultiheadAttention), a class Linear and a 3-layer
+               box MLP + sigmoid, concatenated into [B, queries, classes + 1 + 4]
 Configs: batch 1 always, one batch of 4-16 and one of 32-64, each at a size the family allows; a config whose
 forward pass exceeds `max_gflop` is run at a smaller batch (so one run stays under ~30 ms on an H200).
 
@@ -70,11 +86,12 @@ import numpy as np  # noqa: E402
 from hase.utils import paths  # noqa: E402
 from hase.utils.errors import HaseError  # noqa: E402
 
-CNN = ("cnn_plain", "cnn_mobile", "cnn_grouped")  # _build_cnn builds these (unet, fpn, convnext, tcn, dense: CNNs built apart)
+CNN = ("cnn_plain", "cnn_mobile", "cnn_grouped")  # _build_cnn builds these (unet, fpn, convnext, tcn, dense, gan:
+# CNNs built apart)
 # new families go at the end: a family's index seeds its specs and weights, so appending keeps the others' as they are
 FAMILIES = ("cnn_plain", "cnn_mobile", "cnn_grouped", "vit", "swin", "hybrid", "mixer", "encoder",
             "pvt", "decoder", "unet", "conformer", "fpn", "convnext", "tcn", "perceiver", "dense", "rnn", "linattn",
-            "ssm")
+            "ssm", "gan", "moe", "detr")
 # families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's mel bins, a tcn's, an
 # rnn's or an ssm's C_in)
 SEQUENCE = ("encoder", "decoder", "conformer", "tcn", "rnn", "ssm")
@@ -255,6 +272,50 @@ def arch_spec(family: str, seed: int) -> dict:
         else:
             s.update(expand=2, head_dim=_pick(r, [32, 64]), conv_k=4, chunk=_pick(r, [16, 32, 64]))
         sizes = [64, 128, 192, 256, 384, 512, 768, 1024]  # time steps
+    elif family == "gan":
+        # a generator: from a latent grid [B, z, s, s] (DCGAN-like decoder: a 3x3 conv to the width, 3-5 up stages
+        # halving it) or an image [B, 3, s, s] (pix2pix/CycleGAN: 0-2 stride-2 downs and as many ups; ESRGAN-like:
+        # 1-2 more ups for x2/x4 super-resolution); residual blocks at the bottleneck; a conv + Tanh to RGB
+        source = _pick(r, ["latent", "image"])
+        s.update(source=source, up_mode=_pick(r, ["transpose", "nearest", "bilinear"]),
+                 norm=_pick(r, ["bn", "in", "none"]), act=_pick(r, ["relu", "lrelu"]),
+                 res_blocks=_pick(r, [0, 0, 2, 4, 6, 9]), stage_convs=int(r.integers(1, 3)))
+        if source == "latent":
+            up = int(r.integers(3, 6))
+            s.update(in_ch=_pick(r, [64, 100, 128, 256]), width=_pick(r, [128, 256, 384, 512]), down=0, up=up)
+            sizes = [z for z in (4, 6, 8, 12, 16) if 64 <= z * 2 ** up <= 256]  # the output is 64-256 pixels
+        else:
+            down = int(r.integers(0, 3))
+            sr = int(r.integers(0 if down else 1, 3))  # ups beyond the downs: the output is 2**sr times the input
+            s.update(in_ch=3, width=_pick(r, [32, 48, 64]), stem_k=_pick(r, [3, 7]), down=down, up=down + sr)
+            # the output is at most 256 pixels: a batch of 32 at 512 x 512 took 4.3 GB to export on the CPU
+            sizes = [z for z in (32, 48, 64, 96, 128, 160, 192, 256) if z % 2 ** down == 0 and z * 2 ** sr <= 256]
+    elif family == "moe":
+        # a ViT whose MLPs (every one, or every other as in V-MoE/GShard) are mixtures of 4-16 experts: a router,
+        # TopK k of E, every expert computed densely and summed with the gate weights; tokens at most 24 x 24
+        stem = _pick(r, ["patch", "conv"])
+        heads = _pick(r, [3, 4, 6, 8])
+        s.update(stem=stem, patch=_pick(r, [8, 16]), heads=heads, dim=heads * _pick(r, [32, 48, 64]),
+                 depth=int(r.integers(2, 9)), mlp_ratio=_pick(r, [2, 4]), attn=_pick(r, ["manual", "sdpa"]),
+                 experts=_pick(r, [4, 6, 8, 12, 16]), top_k=int(r.integers(1, 3)), expert_ratio=_pick(r, [1, 2, 4]),
+                 moe_every=_pick(r, [1, 2]), order=_pick(r, ["softmax_topk", "topk_softmax"]),
+                 gate=_pick(r, ["scatter", "onehot"]), impl=_pick(r, ["einsum", "bmm"]), classes=1000)
+        # all experts' hidden width at most 32 D: the widest (D 512, 16 x 2 D, 8 layers, 24 x 24 tokens) is about
+        # 170 GFLOP and 145 M parameters at batch 1
+        s["expert_ratio"] = min(s["expert_ratio"], 32 // s["experts"])
+        sizes = [s["patch"] * n for n in range(8, 25, 2) if 128 <= s["patch"] * n <= 384]
+    elif family == "detr":
+        # DETR-like: a residual backbone of 3-4 stages (stride 16 or 32), a 1x1 conv to d_model, learned positions,
+        # 1-4 post-norm encoder layers, 1-4 decoder layers of 20-100 learned object queries (self-attention, then
+        # cross-attention to the memory), a class Linear and a 3-layer box MLP with a sigmoid
+        stages = int(r.integers(3, 5))
+        s.update(stages=stages, stem_w=_pick(r, [32, 48, 64]), block=_pick(r, ["basic", "bottleneck"]),
+                 act=_pick(r, ["relu", "silu"]), dim=_pick(r, [128, 192, 256]), heads=_pick(r, [4, 8]),
+                 enc_layers=int(r.integers(1, 5)), dec_layers=int(r.integers(1, 5)),
+                 queries=_pick(r, [20, 25, 50, 64, 100]), ffn_ratio=_pick(r, [2, 4, 8]),
+                 attn=_pick(r, ["manual", "sdpa", "mha"]), classes=_pick(r, [20, 80, 91]))
+        s["depths"] = [int(r.integers(1, 4)) for _ in range(stages)]
+        sizes = [z for z in range(256, 513, 64) if z % 2 ** (stages + 1) == 0]  # stride 16: at most 32 x 32 tokens
     else:  # perceiver
         stem = _pick(r, ["patch", "conv"])
         patch = _pick(r, [4, 8, 16] if stem == "conv" else [4, 6, 8, 12, 14, 16])  # conv: log2(patch) stride-2 convs
@@ -994,6 +1055,12 @@ def _build(spec: dict, size: int, M: dict, g):
         model = _build_linattn(spec, size, M)
     elif fam == "ssm":
         model = _build_ssm(spec, size, M)
+    elif fam == "gan":
+        model = _build_gan(spec, M)
+    elif fam == "moe":
+        model = _build_moe(spec, size, M)
+    elif fam == "detr":
+        model = _build_detr(spec, size, M)
     elif fam == "torchvision":
         from hase.model_zoo.torchvision_exporter import build_torch_model
         return build_torch_model(spec["arch"], size)
@@ -1561,10 +1628,219 @@ def _build_ssm(s, size, M):
     return SSM()
 
 
+def _build_gan(s, M):
+    import torch.nn as nn
+    bn = s["norm"] == "bn"
+
+    def norm_act(c):  # InstanceNorm (CycleGAN) normalises each map with its own statistics; 'none' is ESRGAN's
+        norm = nn.BatchNorm2d(c) if bn else nn.InstanceNorm2d(c, affine=True) if s["norm"] == "in" else nn.Identity()
+        return [norm, nn.ReLU() if s["act"] == "relu" else nn.LeakyReLU(0.2)]
+
+    def conv(ci, co, k=3, stride=1):
+        return [nn.Conv2d(ci, co, k, stride, k // 2, bias=not bn), *norm_act(co)]
+
+    def up(ci, co):  # x2: a 4x4 stride-2 transposed conv, or nearest/bilinear Resize + 3x3 conv
+        if s["up_mode"] == "transpose":
+            return [nn.ConvTranspose2d(ci, co, 4, 2, 1, bias=not bn), *norm_act(co)]
+        bilinear = s["up_mode"] == "bilinear"
+        return [nn.Upsample(scale_factor=2, mode=s["up_mode"], align_corners=False if bilinear else None),
+                *conv(ci, co)]
+
+    def res(c):  # the bottleneck's residual block: conv-norm-act, conv-norm, + x
+        return M["Residual"](nn.Sequential(*conv(c, c), *conv(c, c)[:-1]))
+
+    if s["source"] == "latent":  # widths halve per up stage down to 32
+        c, floor, out_k = s["width"], 32, 3
+        layers = conv(s["in_ch"], c)
+    else:  # widths double per down stage (at most 256) and come back; super-resolution stages keep the stem width
+        c, floor, out_k = s["width"], s["width"], s["stem_k"]
+        layers = conv(3, c, s["stem_k"])
+        for _ in range(s["down"]):
+            layers += conv(c, min(2 * c, 256), 3, 2)
+            c = min(2 * c, 256)
+    layers += [res(c) for _ in range(s["res_blocks"])]
+    for _ in range(s["up"]):
+        co = max(c // 2, floor)
+        layers += up(c, co)
+        for _ in range(s["stage_convs"] - 1):
+            layers += conv(co, co)
+        c = co
+    layers += [nn.Conv2d(c, 3, out_k, 1, out_k // 2), nn.Tanh()]
+    return nn.Sequential(*layers)
+
+
+def _build_moe(s, size, M):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class MoE(nn.Module):
+        """A mixture of E expert MLPs over [B, N, D]. The router: a Linear to E, then softmax and TopK k
+        ('softmax_topk', Switch/Mixtral; k 2 renormalised over the chosen) or TopK of the logits and a softmax over
+        those k ('topk_softmax'); the k weights put back at their experts ('scatter': ScatterElements into zeros;
+        'onehot': an Equal mask of the indices against arange(E), weighted and summed over k). Every expert runs on
+        every token (dense: Einsum over the stacked [E, H, D] weights, or a MatMul batched over E), and the gates
+        weight the sum of their outputs."""
+        def __init__(self, d, hidden, experts, k):
+            super().__init__()
+            self.e, self.hid, self.k = experts, hidden, k
+            self.router = nn.Linear(d, experts, bias=False)
+            # stacked nn.Linear weights [E*out, in], so that the generator scales each row by 1/sqrt(in); viewed as
+            # [E, out, in] in forward (a Reshape of an initializer, folded at export)
+            self.w1 = nn.Parameter(torch.randn(experts * hidden, d))
+            self.w2 = nn.Parameter(torch.randn(experts * d, hidden))
+            self.b1, self.b2 = nn.Parameter(torch.zeros(experts, hidden)), nn.Parameter(torch.zeros(experts, d))
+            self.register_buffer("ids", torch.arange(experts), persistent=False)
+
+        def gates(self, x):
+            logits = self.router(x)                                               # [B, N, E]
+            if s["order"] == "softmax_topk":
+                w, idx = logits.softmax(-1).topk(self.k, -1)
+                if self.k > 1:
+                    w = w / w.sum(-1, keepdim=True)
+            else:
+                w, idx = logits.topk(self.k, -1)
+                w = w.softmax(-1)
+            if s["gate"] == "scatter":
+                return torch.zeros_like(logits).scatter(-1, idx, w)
+            return ((idx[..., None] == self.ids).to(w.dtype) * w[..., None]).sum(-2)
+
+        def forward(self, x):
+            b, n, d = x.shape
+            g = self.gates(x)
+            w1, w2 = self.w1.reshape(self.e, self.hid, d), self.w2.reshape(self.e, d, self.hid)
+            if s["impl"] == "einsum":
+                h = F.gelu(torch.einsum("bnd,ehd->bneh", x, w1) + self.b1)
+                y = torch.einsum("bneh,edh->bned", h, w2) + self.b2
+                return torch.einsum("bned,bne->bnd", y, g)
+            t = x.reshape(1, b * n, d)
+            h = F.gelu(torch.matmul(t, w1.transpose(1, 2)) + self.b1[:, None])   # [E, BN, H]
+            y = torch.matmul(h, w2.transpose(1, 2)) + self.b2[:, None]            # [E, BN, D]
+            return (y * g.reshape(b * n, self.e).t()[..., None]).sum(0).reshape(b, n, d)
+
+    class MoEViT(nn.Module):
+        """Image -> patch or conv-stem tokens [B, N, D] (+ learned positions) -> pre-norm blocks whose MLP is a MoE in
+        every block or every other (the second of each pair) -> LayerNorm, mean over the tokens, Linear."""
+        def __init__(self):
+            super().__init__()
+            d, p = s["dim"], s["patch"]
+            self.stem = _token_stem(s["stem"], d, p)
+            self.pos = nn.Parameter(torch.randn(1, (size // p) ** 2, d) * 0.02)
+            blocks = []
+            for i in range(s["depth"]):
+                blk = M["Block"](d, s["heads"], s["mlp_ratio"], s["attn"])
+                if i % s["moe_every"] == s["moe_every"] - 1:
+                    blk.mlp = MoE(d, d * s["expert_ratio"], s["experts"], s["top_k"])
+                blocks.append(blk)
+            self.blocks = nn.Sequential(*blocks)
+            self.norm, self.head = nn.LayerNorm(d), nn.Linear(d, s["classes"])
+
+        def forward(self, x):
+            t = self.stem(x).flatten(2).transpose(1, 2) + self.pos
+            return self.head(self.norm(self.blocks(t)).mean(1))
+    return MoEViT()
+
+
+def _build_detr(s, size, M):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class DetrAttention(nn.Module):
+        """Multi-head attention whose queries, keys and values come from separate inputs (DETR adds the positions
+        to the queries and keys, not to the values): manual MatMul/Softmax, SDPA, or nn.MultiheadAttention."""
+        def __init__(self, d, heads):
+            super().__init__()
+            self.h, self.scale = heads, (d // heads) ** -0.5
+            if s["attn"] == "mha":
+                self.mha = nn.MultiheadAttention(d, heads, batch_first=True)
+            else:
+                self.q, self.k, self.v, self.proj = (nn.Linear(d, d) for _ in range(4))
+
+        def forward(self, q, k, v):
+            if s["attn"] == "mha":
+                return self.mha(q, k, v, need_weights=False)[0]
+            b, n, d = q.shape
+            q = self.q(q).reshape(b, n, self.h, d // self.h).transpose(1, 2)
+            k = self.k(k).reshape(b, -1, self.h, d // self.h).transpose(1, 2)
+            v = self.v(v).reshape(b, -1, self.h, d // self.h).transpose(1, 2)
+            if s["attn"] == "sdpa":
+                o = F.scaled_dot_product_attention(q, k, v)
+            else:
+                o = ((q @ k.transpose(-2, -1)) * self.scale).softmax(-1) @ v
+            return self.proj(o.transpose(1, 2).reshape(b, n, d))
+
+    def ffn(d):  # DETR's FFN: Linear, ReLU, Linear
+        return nn.Sequential(nn.Linear(d, d * s["ffn_ratio"]), nn.ReLU(), nn.Linear(d * s["ffn_ratio"], d))
+
+    class EncLayer(nn.Module):
+        """Post-norm: self-attention over the memory (positions on queries and keys), then the FFN."""
+        def __init__(self, d):
+            super().__init__()
+            self.attn, self.ffn = DetrAttention(d, s["heads"]), ffn(d)
+            self.n1, self.n2 = nn.LayerNorm(d), nn.LayerNorm(d)
+
+        def forward(self, x, pos):
+            qk = x + pos
+            x = self.n1(x + self.attn(qk, qk, x))
+            return self.n2(x + self.ffn(x))
+
+    class DecLayer(nn.Module):
+        """Post-norm: self-attention among the queries, cross-attention from the queries to the memory, the FFN."""
+        def __init__(self, d):
+            super().__init__()
+            self.self_attn, self.cross = DetrAttention(d, s["heads"]), DetrAttention(d, s["heads"])
+            self.ffn, self.n1, self.n2, self.n3 = ffn(d), nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
+
+        def forward(self, t, qpos, mem, pos):
+            qk = t + qpos
+            t = self.n1(t + self.self_attn(qk, qk, t))
+            t = self.n2(t + self.cross(t + qpos, mem + pos, mem))
+            return self.n3(t + self.ffn(t))
+
+    class DETR(nn.Module):
+        """Image -> backbone [B, C, H/s, W/s] -> 1x1 conv to D, tokens [B, HW, D] -> encoder -> decoder over the
+        learned queries and their positions -> LayerNorm -> [B, queries, classes + 1 logits, then 4 sigmoid boxes]."""
+        def __init__(self):
+            super().__init__()
+            d, act = s["dim"], s["act"]
+            # ResNet's widths: stem x 2**i (basic, at most 512) or 4 x that (bottleneck, at most 2048); stage i has
+            # stride 2**(i + 2)
+            wide = s["block"] == "bottleneck"
+            widths = [min(s["stem_w"] * 2 ** i * (4 if wide else 1), 2048 if wide else 512) for i in range(s["stages"])]
+            layers, c = [_conv_bn(3, s["stem_w"], 3, 2, act=act)], s["stem_w"]
+            for w, depth in zip(widths, s["depths"]):
+                layers += [_fpn_block(s, M, c if j == 0 else w, w, 2 if j == 0 else 1) for j in range(depth)]
+                c = w
+            self.backbone, self.proj = nn.Sequential(*layers), nn.Conv2d(c, d, 1)
+            # 2-D so that the generator's weight scaling (1 / sqrt of a row) keeps them at the scale of the features
+            self.pos = nn.Parameter(torch.randn((size // 2 ** (s["stages"] + 1)) ** 2, d))
+            # the queries' content (Deformable-DETR's half of its query embedding; DETR's zeros would leave the
+            # queries all but equal under random weights) and their positions
+            self.query, self.query_pos = (nn.Parameter(torch.randn(s["queries"], d)) for _ in range(2))
+            self.enc = nn.ModuleList([EncLayer(d) for _ in range(s["enc_layers"])])
+            self.dec = nn.ModuleList([DecLayer(d) for _ in range(s["dec_layers"])])
+            self.norm, self.cls = nn.LayerNorm(d), nn.Linear(d, s["classes"] + 1)  # + 1: 'no object'
+            self.box = nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Linear(d, d), nn.ReLU(), nn.Linear(d, 4))
+
+        def forward(self, x):
+            mem = self.proj(self.backbone(x)).flatten(2).transpose(1, 2)
+            for layer in self.enc:
+                mem = layer(mem, self.pos)
+            t = self.query.expand(x.shape[0], -1, -1).clone()  # clone: as Perceiver's latents (the flop counter)
+            for layer in self.dec:
+                t = layer(t, self.query_pos, mem, self.pos)
+            t = self.norm(t)
+            return torch.cat([self.cls(t), self.box(t).sigmoid()], -1)
+    return DETR()
+
+
 def input_shape(spec: dict, batch: int, size: int) -> tuple:
     if spec["family"] in SEQUENCE:  # [B, S, F]: F is a conformer's mel bins, a tcn's, rnn's or ssm's C_in, else D
         f = {"conformer": "mels", "tcn": "c_in", "rnn": "c_in", "ssm": "c_in"}.get(spec["family"], "dim")
         return (batch, size, spec[f])
+    if spec["family"] == "gan":  # a latent grid [B, z, s, s] or an image
+        return (batch, spec["in_ch"], size, size)
     return (batch, 3, size, size)
 
 

@@ -33,7 +33,9 @@ NAMED_CNN = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide
              "timm-res2net50_26w_4s", "timm-mixnet_s", "timm-inception_next_tiny",
              "regnet_y_3_2gf", "efficientnet_b4", "wide_resnet101_2", "convnext_base", "efficientnet_v2_m",
              "shufflenet_v2_x0_5", "vgg19_bn", "timm-resnet26d", "timm-lcnet_100", "timm-ghostnetv2_100",
-             "timm-selecsls42b", "timm-hrnet_w18_small"}
+             "timm-selecsls42b", "timm-hrnet_w18_small",
+             "alexnet", "squeezenet1_0", "densenet161", "resnext101_64x4d", "regnet_x_3_2gf", "mnasnet0_75",
+             "vgg11_bn", "timm-dpn68", "timm-cspresnet50", "timm-mobilenetv4_conv_small", "timm-regnetz_b16"}
 
 
 @dataclass

@@ -187,7 +187,7 @@ def main() -> int:
     out = Path(cfg["out"])
     out.mkdir(parents=True, exist_ok=True)
     if machines:
-        mdir = out.parent / "machines"
+        mdir = out / "machines"
         mdir.mkdir(parents=True, exist_ok=True)
         paths.atomic_write_text(mdir / "summary.json", json.dumps(machines, indent=1, default=float) + "\n")
     paths.atomic_write_text(out / "cases.csv", d.to_csv(index=False, float_format="%.5g"))

@@ -409,3 +409,25 @@ def test_cpu_scaling_follows_node_size_with_the_ladder():
     # a profile round-trips its ladder; cpu_reference takes the median per point
     r = mc.cpu_reference([dict(target, threads=2, ladder=ladder_ref), dict(target, threads=2, ladder=target["ladder"])], 2)
     assert r["ladder"]["conv"][2] == [58.0, pytest.approx(375.0)]
+
+
+def test_machine_calibration_judge_on_a_committed_unseen_machine(tmp_path):
+    """judge_machine_calibration.py on machine n's committed clean sessions: each elasticity scales the prediction by
+    (calibration / reference) ^ elasticity, and a faster machine than the reference gets a smaller prediction."""
+    out = tmp_path / "j"
+    r = run_script([REPO / "inference/judge_machine_calibration.py",
+                    "--set", "machine_dirs=[benchmark/results/nvidia-h200/corpus/machine_n]",
+                    "--set", f"out={out}"], tmp_path, cwd=REPO)
+    assert r.returncode == 0, r.stderr[-800:]
+    s = json.loads((out / "summary.json").read_text())
+    row = s["by_machine"]["machine_n"]
+    assert row["models"] == 24 and row["sessions"] == 72
+    ratio = row["calibration_us"] / s["reference_us"]
+    for name, e in s["elasticities"].items():
+        assert row[name]["host_scale"] == pytest.approx(ratio ** e)
+    cases = pd.read_csv(out / "cases.csv")
+    faster = ratio < 1
+    assert ((cases["cal_elasticity_ms"] < cases["uncalibrated_ms"]) == faster).all()
+    bad = run_script([REPO / "inference/judge_machine_calibration.py", "--set", "machine_dirs=[]",
+                      "--set", f"out={out}"], tmp_path, check=False, cwd=REPO)
+    assert bad.returncode != 0 and "machine_dirs" in bad.stderr and "Traceback" not in bad.stderr

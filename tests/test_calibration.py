@@ -431,3 +431,18 @@ def test_machine_calibration_judge_on_a_committed_unseen_machine(tmp_path):
     bad = run_script([REPO / "inference/judge_machine_calibration.py", "--set", "machine_dirs=[]",
                       "--set", f"out={out}"], tmp_path, check=False, cwd=REPO)
     assert bad.returncode != 0 and "machine_dirs" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_cpu_transfer_ceiling_on_the_committed_cpus(tmp_path):
+    """cpu_transfer_ceiling.py on the committed AMD and Xeon fresh sets: every variant scores the 37 models, the
+    model's own node-sum ratio carries e2e across CPUs (e2e is its node sum on the CPU EP) far better than no
+    scaling, and a missing folder is one line naming it."""
+    out = tmp_path / "c"
+    run_script([REPO / "inference/cpu_transfer_ceiling.py", "--set", f"out={out}"], tmp_path, cwd=REPO)
+    s = json.loads((out / "summary.json").read_text())["by_threads"]
+    for t in ("1", "2"):
+        assert s[t]["models"] == 37 and s[t]["nodes_matched"] > 5000
+        assert s[t]["the model's own nodes"]["mape_pct"] < 0.5 * s[t]["as is"]["mape_pct"]
+    bad = run_script([REPO / "inference/cpu_transfer_ceiling.py", "--set", "source=/no/such", "--set", f"out={out}"],
+                     tmp_path, check=False, cwd=REPO)
+    assert bad.returncode != 0 and "/no/such" in bad.stderr and "Traceback" not in bad.stderr

@@ -164,3 +164,28 @@ def test_registry_warns_on_an_unknown_op(tmp_path):
     assert "Softsign is not in the kernel registry" in r.stderr + r.stdout
     rec = json.loads((tmp_path / "ort_analysis/ort_kernel_record/softsign_bs1_1x4.cpu.json").read_text())
     assert [k["op_type"] for k in rec["kernels"]] == ["Softsign"]
+
+
+def test_import_corpus_takes_a_labels_only_job(tmp_path):
+    """A LABELS_ONLY corpus job packs empty trace tables beside its clean labels: the import keeps the labels (and
+    the machine's description from the log), writes no trace table; a folder with neither is one line naming it."""
+    import gzip
+    import subprocess
+    import sys
+    src, dest = tmp_path / "src", tmp_path / "dest"
+    src.mkdir()
+    for f in ("trace_sessions.csv.gz", "trace_nodes.csv.gz"):
+        (src / f).write_bytes(b"")
+    rows = "model,session,e2e_clean_median_ms\nresnet50_bs1_224x224,0,1.34\nresnet50_bs1_224x224,1,1.36\n"
+    (src / "clean_sessions.csv.gz").write_bytes(gzip.compress(rows.encode()))
+    (src / "log.txt").write_text("stage machine 0\nNVIDIA H200, GPU-x\nstage export 14\nmodels: 1\n")
+    run = lambda s, d: subprocess.run([sys.executable, str(REPO / "benchmark/import_corpus.py"), str(s), str(d)],  # noqa: E731
+                                      capture_output=True, text=True, timeout=120)
+    r = run(src, dest)
+    assert r.returncode == 0, r.stderr[-800:]
+    got = lzma.decompress((dest / "clean_sessions.csv.xz").read_bytes()).decode()
+    assert "1.36" in got and "GPU-x" in (dest / "machine.txt").read_text()
+    assert not (dest / "trace_sessions.csv.xz").exists() and not (dest / "trace_nodes.csv.xz").exists()
+    (src / "clean_sessions.csv.gz").unlink()
+    bad = run(src, tmp_path / "d2")
+    assert bad.returncode != 0 and "no trace sessions and no clean labels" in bad.stderr and "Traceback" not in bad.stderr

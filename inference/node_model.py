@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from hase.ort_analysis.flops import recurrent_step  # noqa: E402
 from hase.training.features import feature_frame, type_vocabulary, UNSEEN_CODE, META_TYPE  # noqa: E402
 from hase.utils import paths  # noqa: E402
 from hase.utils.errors import HaseError  # noqa: E402
@@ -61,32 +62,19 @@ def extra_features(k: dict) -> dict:
             "on_cpu": float(k.get("ep") == "CPUExecutionProvider"), "inserted": float(bool(k.get("inserted_by_ort")))}
 
 
-RECURRENT = {"LSTM": 4, "GRU": 3, "RNN": 1}   # op type: gates (GEMM blocks per step)
-
-
 def recurrent_steps(k: dict) -> int:
     """Sequential steps of a recurrent node (time steps x directions); 1 for every other node."""
-    if k.get("op_type") not in RECURRENT:
-        return 1
-    x = _shape((k.get("inputs") or [None])[0])
-    if len(x) < 3:
-        return 1
-    a = k.get("attributes") or {}
-    t = x[1] if int(a.get("layout") or 0) == 1 else x[0]
-    return max(int(t), 1) * (2 if a.get("direction") == "bidirectional" else 1)
+    return recurrent_step(k.get("op_type"), k.get("attributes") or {}, _shape((k.get("inputs") or [None])[0]))[0]
 
 
 def one_step(k: dict) -> dict:
-    """A recurrent node as one step of one direction: T -> 1 in its activation shapes, the step's FLOPs (the gates'
-    GEMMs over the input and the hidden state: 2 x B x gates*H x (C + H)), the weights read once per step."""
-    steps = recurrent_steps(k)
-    if steps == 1:
-        return k
+    """A recurrent node as one step of one direction: T -> 1 in its activation shapes, the step's FLOPs
+    (ort_analysis.flops.recurrent_step), the weights read once per step."""
     a = k.get("attributes") or {}
+    steps, per_step = recurrent_step(k.get("op_type"), a, _shape((k.get("inputs") or [None])[0]))
+    if not per_step:
+        return k
     lay = int(a.get("layout") or 0)
-    x = _shape(k["inputs"][0])
-    b, c = (x[0], x[2]) if lay == 1 else (x[1], x[2])
-    h = int(a.get("hidden_size") or 1)
     wbytes = 4.0 * sum(float(np.prod(w)) for w in (k.get("weight_shapes") or []) if w)
 
     def step_shape(e):
@@ -98,7 +86,7 @@ def one_step(k: dict) -> dict:
     t = steps // (2 if a.get("direction") == "bidirectional" else 1)
     return dict(k, inputs=[step_shape(e) if j == 0 else e for j, e in enumerate(k.get("inputs") or [])],
                 outputs=[step_shape(e) if j == 0 else e for j, e in enumerate(k.get("outputs") or [])],
-                flops=2.0 * b * RECURRENT[k["op_type"]] * h * (c + h),
+                flops=float(per_step),
                 bytes_read=wbytes + max(float(k.get("bytes_read") or 0) - wbytes, 0.0) / t,
                 bytes_written=float(k.get("bytes_written") or 0) / t)
 

@@ -7,7 +7,26 @@ def _shape(e):
     return e["shape"] if e and e.get("shape") is not None else []
 
 
+RECURRENT_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}   # GEMM blocks per step: input, forget, cell, output for an LSTM
+
+
+def recurrent_step(op_type: str, attrs: dict, x_shape: list) -> tuple:
+    """(sequential steps, FLOPs of one step) of an ONNX LSTM/GRU/RNN node; (1, 0) for any other node. One node runs
+    the whole sequence, one step after the other: steps = time steps x directions; a step multiplies the input and
+    the hidden state by every gate's weights, 2 x B x gates*H x (C + H) (the gates' elementwise math is small)."""
+    if op_type not in RECURRENT_GATES or len(x_shape or []) < 3:
+        return 1, 0
+    x = [int(d) if isinstance(d, (int, float)) and d > 0 else 1 for d in x_shape]
+    t, b, c = (x[1], x[0], x[2]) if int((attrs or {}).get("layout") or 0) == 1 else (x[0], x[1], x[2])
+    h = int((attrs or {}).get("hidden_size") or 1)
+    dirs = 2 if (attrs or {}).get("direction") == "bidirectional" else 1
+    return t * dirs, 2 * b * RECURRENT_GATES[op_type] * h * (c + h)
+
+
 def kernel_flops(op_type: str, ktype: str, attrs: dict, inputs: list, outputs: list) -> int:
+    steps, per_step = recurrent_step(op_type, attrs, _shape(inputs[0]) if inputs and inputs[0] else [])
+    if per_step:
+        return steps * per_step
     cat = spec(op_type).category
     out = _shape(outputs[0]) if outputs else []
     n_out = numel(out) if out else 0

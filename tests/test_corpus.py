@@ -151,6 +151,11 @@ def test_node_model_prices_a_recurrent_node_per_step():
     assert pg[1] / pg[0] == pytest.approx(4.0, rel=0.05) and ph[1] / ph[0] == pytest.approx(4.0, rel=0.05)
     assert pg[1] == pytest.approx(per_step_us * recurrent_steps(at(1024)), rel=0.15)
     assert one_step(at(1024))["inputs"][0]["shape"][0] == 1 and recurrent_steps(others[0]) == 1
+    # phase 2 counts the whole sequence (its records said 0 FLOPs for LSTM/GRU before): steps x the step's GEMMs
+    from hase.ort_analysis.flops import kernel_flops
+    k = at(1024, 4)
+    full = kernel_flops(k["op_type"], k["type"], k["attributes"], k["inputs"], k["outputs"])
+    assert full == recurrent_steps(k) * one_step(k)["flops"] > 0
 def test_registry_warns_on_an_unknown_op(tmp_path):
     """An op the registry lacks is named in a warning by phase 2 and still gets a kernel type."""
     import onnx

@@ -53,7 +53,8 @@ def scaled(j: pd.DataFrame, model: str, key) -> float:
 
 
 def main() -> int:
-    p = base_parser("How far per-class scaling carries CPU EP latency to another CPU", "inference", "cpu_transfer_ceiling.yaml")
+    p = base_parser("How far per-class scaling carries CPU EP latency to another CPU", "inference",
+                    "cpu_transfer_ceiling.yaml")
     args = p.parse_args()
     cfg = from_args(args, DEFAULTS)
     log = get_logger("inference", args.log_level)

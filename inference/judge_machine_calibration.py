@@ -19,6 +19,7 @@ from hase.graph_model.dag_critical_path import load_records
 from hase.inference import machine_calibration as mc
 from hase.inference import timeline_model as tm
 from hase.inference.fit_measured_timeline import read_clean
+from hase.inference.score_exam import rescaled
 from hase.utils import paths
 from hase.utils.config import base_parser, from_args, save_resolved
 from hase.utils.errors import HaseError, run_main
@@ -51,12 +52,10 @@ def main() -> int:
     pred = load_predictor(tm.predictor_of(model, ""))
     models = sorted(clean["model"].unique())
     records = load_records(cfg["records"], models)
-    terms = tm.load_terms(model["idle_load"], model.get("idle_clock_mhz", 0.0))
     prep = {m: prepare_record(records[m], pred, model) for m in models}
     els = {str(e): float(ref.get(e, np.nan)) if isinstance(e, str) else float(e) for e in cfg["elasticities"]}
-
-    def central(m, scale):
-        return tm.with_spread(prep[m], mc.calibrated_params(model["params"], scale), terms, None, True)["central"] / 1e3
+    # the timeline model with each elasticity in its reference: scaled by the product's own host_scale
+    with_el = {n: dict(model, calibration_ref=dict(ref, elasticity=e)) for n, e in els.items()}
     rows, summary = [], {"timeline_model": cfg["timeline_model"], "reference_us": ref["host_index_us"],
                          "elasticities": els, "by_machine": {}}
     for mach, s in clean.groupby("machine"):
@@ -64,12 +63,12 @@ def main() -> int:
         truth = s.groupby("model")["e2e_clean_median_ms"].median()
         noise = accuracy(s["e2e_clean_median_ms"], truth.loc[s["model"]].to_numpy())["mape_pct"]
         t = pd.DataFrame({"machine": mach, "model": truth.index, "e2e_ms": truth.to_numpy()})
-        t["uncalibrated_ms"] = [central(m, 1.0) for m in t["model"]]
+        t["uncalibrated_ms"] = [rescaled(prep[m], model, ref["host_index_us"]) for m in t["model"]]   # scale 1
         row = {"sessions": int(len(s)), "models": int(len(t)), "calibration_us": cal, "session_noise_pct": noise,
                "uncalibrated": accuracy(t["uncalibrated_ms"], t["e2e_ms"])}
         for name, e in els.items():
-            scale = (cal / ref["host_index_us"]) ** e
-            t[f"cal_{name}_ms"] = [central(m, scale) for m in t["model"]]
+            scale = mc.host_scale(with_el[name], cal)[0]
+            t[f"cal_{name}_ms"] = [rescaled(prep[m], with_el[name], cal) for m in t["model"]]
             row[name] = dict(accuracy(t[f"cal_{name}_ms"], t["e2e_ms"]), elasticity=e, host_scale=scale)
         summary["by_machine"][str(mach)] = row
         rows.append(t)

@@ -61,7 +61,11 @@ def split_sessions(timeline_dirs, algo: str, archs, busy_max: float = IDLE_BUSY_
     tables) add to `clean` alone."""
     every = [d for d in paths.expand_globs(timeline_dirs) if Path(d).is_dir()]
     dirs = [d for d in every if paths.csv_or_gz(Path(d) / "trace_sessions.csv").exists()]
-    sessions, nodes = read_machines(dirs, busy_max)
+    if dirs or not every:
+        sessions, nodes = read_machines(dirs, busy_max)
+    else:  # only LABELS_ONLY machines (an exam on a GPU without traces): their clean labels are the data
+        cols = ["machine", "model", "session", "cudnn_conv_algo_search"]
+        sessions, nodes = pd.DataFrame(columns=cols), pd.DataFrame(columns=cols)
     archs = set(archs)
     models = sorted(m for m in sessions["model"].unique() if paths.model_arch(m) in archs)
     keep_s = (sessions["cudnn_conv_algo_search"] == algo) & sessions["model"].isin(models)

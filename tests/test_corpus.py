@@ -194,3 +194,20 @@ def test_import_corpus_takes_a_labels_only_job(tmp_path):
     (src / "clean_sessions.csv.gz").unlink()
     bad = run(src, tmp_path / "d2")
     assert bad.returncode != 0 and "no trace sessions and no clean labels" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_split_sessions_reads_labels_only_machines(tmp_path):
+    """An exam measured only by LABELS_ONLY jobs (a GPU with no trace tables) is scored from its clean labels: the
+    split keeps the split's models and drops the rest; a glob that matches nothing is one line naming it."""
+    import pandas as pd
+    from hase.inference.fit_corpus_timeline import split_sessions
+    m = tmp_path / "machine_x"
+    m.mkdir()
+    pd.DataFrame({"model": ["resnet50_bs1_224x224", "resnet50_bs1_224x224", "vgg11_bn_bs1_224x224"],
+                  "session": [0, 1, 0], "e2e_clean_median_ms": [1.34, 1.36, 1.0],
+                  "clean_calib_host_index_us": [7.0, 7.1, 7.2]}).to_csv(m / "clean_sessions.csv", index=False)
+    sessions, nodes, models, dirs, clean = split_sessions([str(tmp_path / "machine_*")], "EXHAUSTIVE", ["resnet50"])
+    assert sessions.empty and nodes.empty and models == [] and dirs == []
+    assert sorted(clean["e2e_clean_median_ms"]) == [1.34, 1.36] and set(clean["machine"]) == {"machine_x"}
+    with pytest.raises(HaseError, match=r"none_\*: file not found"):
+        split_sessions([str(tmp_path / "none_*")], "EXHAUSTIVE", ["resnet50"])

@@ -70,6 +70,24 @@ same configs on any machine. Families (each with its own parameter ranges, FAMIL
                decoder layers of 20-100 learned object queries (self-attention, cross-attention to the memory,
                positions on queries and keys; manual, SDPA or nn.MultiheadAttention), a class Linear and a 3-layer
                box MLP + sigmoid, concatenated into [B, queries, classes + 1 + 4]
+  yolo         single-stage detector (YOLOv5/v8-like): Conv-BN-SiLU/LeakyReLU, a 3x3 or 6x6 stride-2 stem, 4 stages
+               of a stride-2 conv and C2f (Split, bottlenecks with residuals, Concat) or C3 blocks (widths 64-1024
+               capped at 512-1024, x 0.25-0.75; depths 3-6-6-3 x 0.33-0.67), SPPF (3 chained MaxPool k 5 stride
+               1 + Concat), a PAN neck (nearest x2 Resize + Concat top-down, stride-2 convs + Concat bottom-up), heads
+               at 2-3 scales: anchor-based (a 1x1 conv to 1-3 anchors x (5 + classes), Reshape/Transpose, Sigmoid)
+               or anchor-free decoupled (3x3 conv towers, box and class 1x1 convs, optional DFL softmax), classes
+               1-80, optionally decoded to boxes in pixels, the scales' outputs flattened and concatenated
+  pointnet     point-cloud classifier over [B, 3, N] (N 256-4096 points): PointNet (shared MLPs as Conv1d k 1 +
+               BatchNorm + ReLU, an optional input T-Net and feature T-Net predicting a 3x3 / 64x64 matrix applied by
+               MatMul, global max over the points by ReduceMax or MaxPool1d) or DGCNN (N 256-1024: 2-4 EdgeConvs:
+               pairwise distances by MatMul, TopK k 10-20 nearest neighbours, a Gather of their features, Conv2d 1x1
+               + BatchNorm + LeakyReLU, max over k; the graph recomputed per layer or once on the coordinates; a
+               Conv1d to 512-1024, max and mean pooling), then a Linear-BN-ReLU head to 10-40 classes
+  wav2vec      speech encoder over a raw waveform [B, 1, T] (T 4000-32000 samples): a feature extractor of 5-7 strided
+               Conv1d (kernel 10 stride 5, then 3/2 and 2/2, widths 256-512, GroupNorm on the first or LayerNorm on
+               every layer, GELU), LayerNorm + Linear projection to D 256-768, a grouped Conv1d positional embedding
+               (kernel 64-128, groups 8-16, GELU), 2-8 post- or pre-norm transformer layers (manual or SDPA
+               attention, GELU MLP), then the frames, a per-frame CTC Linear or a mean over frames + Linear
 Configs: batch 1 always, one batch of 4-16 and one of 32-64, each at a size the family allows; a config whose
 forward pass exceeds `max_gflop` is run at a smaller batch (so one run stays under ~30 ms on an H200).
 
@@ -86,12 +104,12 @@ import numpy as np  # noqa: E402
 from hase.utils import paths  # noqa: E402
 from hase.utils.errors import HaseError  # noqa: E402
 
-CNN = ("cnn_plain", "cnn_mobile", "cnn_grouped")  # _build_cnn builds these (unet, fpn, convnext, tcn, dense, gan:
-# CNNs built apart)
+CNN = ("cnn_plain", "cnn_mobile", "cnn_grouped")  # _build_cnn builds these (unet, fpn, convnext, tcn, dense, gan,
+# yolo: CNNs built apart)
 # new families go at the end: a family's index seeds its specs and weights, so appending keeps the others' as they are
 FAMILIES = ("cnn_plain", "cnn_mobile", "cnn_grouped", "vit", "swin", "hybrid", "mixer", "encoder",
             "pvt", "decoder", "unet", "conformer", "fpn", "convnext", "tcn", "perceiver", "dense", "rnn", "linattn",
-            "ssm", "gan", "moe", "detr")
+            "ssm", "gan", "moe", "detr", "yolo", "pointnet", "wav2vec")
 # families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's mel bins, a tcn's, an
 # rnn's or an ssm's C_in)
 SEQUENCE = ("encoder", "decoder", "conformer", "tcn", "rnn", "ssm")
@@ -316,6 +334,46 @@ def arch_spec(family: str, seed: int) -> dict:
                  attn=_pick(r, ["manual", "sdpa", "mha"]), classes=_pick(r, [20, 80, 91]))
         s["depths"] = [int(r.integers(1, 4)) for _ in range(stages)]
         sizes = [z for z in range(256, 513, 64) if z % 2 ** (stages + 1) == 0]  # stride 16: at most 32 x 32 tokens
+    elif family == "yolo":
+        # YOLOv5/v8-like: widths 64-1024 x width_mult (capped at max_w x width_mult), stage depths 3-6-6-3 x depth_mult;
+        # the widest (0.75, 1024, 0.67, C2f, 3 scales, 80 classes) is about 34 M parameters and 86 GFLOP at 640 x 640
+        s.update(block=_pick(r, ["c2f", "c3"]), width_mult=_pick(r, [0.25, 0.375, 0.5, 0.75]),
+                 depth_mult=_pick(r, [0.33, 0.5, 0.67]), max_w=_pick(r, [512, 768, 1024]),
+                 act=_pick(r, ["silu", "silu", "lrelu"]), stem_k=_pick(r, [3, 6]), scales=int(r.integers(2, 4)),
+                 head=_pick(r, ["anchor", "free"]), classes=int(r.integers(1, 81)), decode=bool(r.random() < 0.5))
+        if s["head"] == "anchor":
+            s.update(anchors=int(r.integers(1, 4)))
+        else:
+            s.update(reg_max=_pick(r, [1, 16]))  # 16: DFL (a softmax over 16 bins per side), 1: the side itself
+        sizes = [256, 320, 384, 416, 448, 512, 576, 640]  # multiples of the stride 32
+    elif family == "pointnet":
+        # over [B, 3, N] points: PointNet (shared MLPs, T-Nets, a global max) or DGCNN (EdgeConv over k nearest
+        # neighbours); DGCNN's pairwise distances are N x N and its edge features [B, 2C, N, k]: N at most 1024
+        kind = _pick(r, ["pointnet", "dgcnn"])
+        s.update(kind=kind, head=_pick(r, [[512, 256], [256, 128], [512]]), classes=_pick(r, [10, 16, 40]))
+        if kind == "pointnet":
+            s.update(tnet=_pick(r, ["none", "input", "both"]), mlp1=_pick(r, [[64], [64, 64]]),
+                     mlp2=_pick(r, [[64, 128], [128], [64, 128, 256]]), emb=_pick(r, [256, 512, 1024]),
+                     pool=_pick(r, ["reducemax", "maxpool"]))
+            sizes = [256, 512, 1024, 2048, 4096]
+        else:
+            s.update(k=_pick(r, [10, 16, 20]), edges=_pick(r, [[64, 64], [64, 64, 128], [64, 128, 256],
+                                                               [64, 64, 128, 256]]),
+                     emb=_pick(r, [512, 1024]), dynamic=bool(r.random() < 0.7))
+            sizes = [256, 384, 512, 768, 1024]
+    elif family == "wav2vec":
+        # wav2vec 2.0 / HuBERT-like over a waveform [B, 1, T]: conv layer 0 is kernel 10 stride 5, the last two kernel
+        # 2 stride 2, the others kernel 3 stride 2 (7 layers: stride 320, 49 frames a second at 16 kHz)
+        dim = _pick(r, [256, 384, 512, 640, 768])
+        s.update(conv_layers=int(r.integers(5, 8)), conv_w=_pick(r, [256, 384, 512]),
+                 conv_norm=_pick(r, ["group", "layer"]), dim=dim, heads=dim // _pick(r, [32, 64, 64]),
+                 depth=int(r.integers(2, 9)), ffn_ratio=_pick(r, [2, 4]), pos_k=_pick(r, [64, 96, 128]),
+                 pos_groups=_pick(r, [8, 16]), norm_first=bool(r.random() < 0.5), attn=_pick(r, ["manual", "sdpa"]),
+                 head=_pick(r, ["none", "ctc", "mean"]), classes=_pick(r, [12, 32, 35, 527]))
+        # the encoder's weights at most about 36 M parameters: D 768 keeps at most 5 layers of FFN 4 D (with the widest
+        # extractor, about 44 M parameters in all: 175 MB)
+        s["depth"] = min(s["depth"], max(2, int(36e6 // ((4 + 2 * s["ffn_ratio"]) * dim * dim))))
+        sizes = [4000, 8000, 12000, 16000, 24000, 32000]  # samples (0.25-2 s at 16 kHz)
     else:  # perceiver
         stem = _pick(r, ["patch", "conv"])
         patch = _pick(r, [4, 8, 16] if stem == "conv" else [4, 6, 8, 12, 14, 16])  # conv: log2(patch) stride-2 convs
@@ -1061,6 +1119,12 @@ def _build(spec: dict, size: int, M: dict, g):
         model = _build_moe(spec, size, M)
     elif fam == "detr":
         model = _build_detr(spec, size, M)
+    elif fam == "yolo":
+        model = _build_yolo(spec, size)
+    elif fam == "pointnet":
+        model = _build_pointnet(spec, size)
+    elif fam == "wav2vec":
+        model = _build_wav2vec(spec, M)
     elif fam == "torchvision":
         from hase.model_zoo.torchvision_exporter import build_torch_model
         return build_torch_model(spec["arch"], size)
@@ -1835,18 +1899,353 @@ def _build_detr(s, size, M):
     return DETR()
 
 
+def _build_yolo(s, size):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    def conv(ci, co, k=1, stride=1):  # Conv-BN-act; an even kernel (the v5 6x6 stem) pads k / 2 - 1
+        act = nn.SiLU() if s["act"] == "silu" else nn.LeakyReLU(0.1)
+        return nn.Sequential(nn.Conv2d(ci, co, k, stride, k // 2 if k % 2 else k // 2 - 1, bias=False),
+                             nn.BatchNorm2d(co), act)
+
+    class Bottleneck(nn.Module):
+        def __init__(self, c, shortcut, k1):
+            super().__init__()
+            self.cv1, self.cv2, self.add = conv(c, c, k1), conv(c, c, 3), shortcut
+
+        def forward(self, x):
+            y = self.cv2(self.cv1(x))
+            return x + y if self.add else y
+
+    class C2f(nn.Module):
+        """YOLOv8: a 1x1 conv to 2c, Split in two, n bottlenecks chained on the second half, every output
+        concatenated, a 1x1 conv."""
+        def __init__(self, ci, co, n, shortcut):
+            super().__init__()
+            self.c = co // 2
+            self.cv1, self.cv2 = conv(ci, 2 * self.c), conv((2 + n) * self.c, co)
+            self.m = nn.ModuleList([Bottleneck(self.c, shortcut, 3) for _ in range(n)])
+
+        def forward(self, x):
+            y = list(self.cv1(x).split([self.c, self.c], 1))
+            for m in self.m:
+                y.append(m(y[-1]))
+            return self.cv2(torch.cat(y, 1))
+
+    class C3(nn.Module):
+        """YOLOv5: two 1x1 branches, n (1x1, 3x3) bottlenecks on one, Concat, a 1x1 conv."""
+        def __init__(self, ci, co, n, shortcut):
+            super().__init__()
+            c = co // 2
+            self.cv1, self.cv2, self.cv3 = conv(ci, c), conv(ci, c), conv(2 * c, co)
+            self.m = nn.Sequential(*[Bottleneck(c, shortcut, 1) for _ in range(n)])
+
+        def forward(self, x):
+            return self.cv3(torch.cat([self.m(self.cv1(x)), self.cv2(x)], 1))
+
+    def block(ci, co, n, shortcut):
+        return (C2f if s["block"] == "c2f" else C3)(ci, co, n, shortcut)
+
+    class SPPF(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.cv1, self.cv2, self.pool = conv(c, c // 2), conv(c // 2 * 4, c), nn.MaxPool2d(5, 1, 2)
+
+        def forward(self, x):
+            y = [self.cv1(x)]
+            for _ in range(3):
+                y.append(self.pool(y[-1]))
+            return self.cv2(torch.cat(y, 1))
+
+    nc, levels = s["classes"], [2, 3, 4][-s["scales"]:]  # P3-P5 (strides 8-32) or P4-P5
+    ws = [max(int(round(min(c, s["max_w"]) * s["width_mult"] / 8)) * 8, 8) for c in (64, 128, 256, 512, 1024)]
+    ns = [max(int(round(d * s["depth_mult"])), 1) for d in (3, 6, 6, 3)]
+    n_neck = max(int(round(3 * s["depth_mult"])), 1)
+    # the YOLOv5 defaults (pixels) at strides 8, 16, 32
+    anchors_px = [[(10, 13), (16, 30), (33, 23)], [(30, 61), (62, 45), (59, 119)], [(116, 90), (156, 198), (373, 326)]]
+
+    class Head(nn.Module):
+        """Per scale: anchor-based, a 1x1 conv to A x (5 + classes), [B, A, 5 + nc, H, W] -> [B, A, H, W, 5 + nc],
+        Sigmoid (decoded: xy = (2 sig - 0.5 + grid) stride, wh = (2 sig)^2 anchor), flattened to [B, A H W, 5 + nc];
+        anchor-free, box and class towers (two 3x3 convs, a 1x1 conv each), Concat, flattened to [B, 4 reg + nc, HW],
+        the box bins' softmax times arange(reg) (DFL), decoded to centre and size x stride, the classes' Sigmoid."""
+        def __init__(self, chans):
+            super().__init__()
+            if s["head"] == "anchor":
+                self.na = s["anchors"]
+                self.m = nn.ModuleList([nn.Conv2d(c, self.na * (5 + nc), 1) for c in chans])
+            else:
+                self.reg = s["reg_max"]
+                c2, c3 = max(16, chans[0] // 4, 4 * self.reg), max(chans[0], min(nc, 100))
+                self.box = nn.ModuleList([nn.Sequential(conv(c, c2, 3), conv(c2, c2, 3), nn.Conv2d(c2, 4 * self.reg, 1))
+                                          for c in chans])
+                self.cls = nn.ModuleList([nn.Sequential(conv(c, c3, 3), conv(c3, c3, 3), nn.Conv2d(c3, nc, 1))
+                                          for c in chans])
+                self.register_buffer("dfl", torch.arange(self.reg, dtype=torch.float32).reshape(1, self.reg, 1, 1),
+                                     persistent=False)
+            grids, extra, strides = [], [], []
+            for lv in levels:  # the cells' offsets (and the anchors' sizes, or every cell's stride)
+                st, g = 2 ** (lv + 1), size // 2 ** (lv + 1)
+                yy, xx = torch.meshgrid(torch.arange(g, dtype=torch.float32), torch.arange(g, dtype=torch.float32),
+                                        indexing="ij")
+                if s["head"] == "anchor":
+                    grids.append(torch.stack([xx, yy], -1).reshape(1, 1, g, g, 2) - 0.5)
+                    extra.append(torch.tensor(anchors_px[lv - 2][:self.na], dtype=torch.float32)
+                                 .reshape(1, self.na, 1, 1, 2))
+                else:
+                    grids.append(torch.stack([xx, yy]).reshape(2, g * g) + 0.5)
+                    strides.append(torch.full((1, g * g), float(st)))
+            for i, (gr, ex) in enumerate(zip(grids, extra or grids)):
+                self.register_buffer(f"grid{i}", gr, persistent=False)
+                if extra:
+                    self.register_buffer(f"anchor{i}", ex, persistent=False)
+            if strides:
+                self.register_buffer("anchor_points", torch.cat(grids, 1), persistent=False)
+                self.register_buffer("strides", torch.cat(strides, 1), persistent=False)
+
+        def forward(self, feats):
+            b = feats[0].shape[0]
+            if s["head"] == "anchor":
+                outs = []
+                for i, (f, m) in enumerate(zip(feats, self.m)):
+                    _, _, h, w = f.shape
+                    y = m(f).reshape(b, self.na, 5 + nc, h, w).permute(0, 1, 3, 4, 2).sigmoid()
+                    if s["decode"]:
+                        st = 2 ** (levels[i] + 1)
+                        xy = (y[..., :2] * 2 + getattr(self, f"grid{i}")) * st
+                        wh = (y[..., 2:4] * 2) ** 2 * getattr(self, f"anchor{i}")
+                        y = torch.cat([xy, wh, y[..., 4:]], -1)
+                    outs.append(y.reshape(b, -1, 5 + nc))
+                return torch.cat(outs, 1)
+            x = torch.cat([torch.cat([bx(f), cl(f)], 1).reshape(b, 4 * self.reg + nc, -1)
+                           for f, bx, cl in zip(feats, self.box, self.cls)], 2)
+            box, cls = x.split([4 * self.reg, nc], 1)
+            if self.reg > 1:  # DFL: the expected bin of a softmax over reg bins, by a 1x1 conv of arange weights
+                a = box.shape[-1]
+                box = F.conv2d(box.reshape(b, 4, self.reg, a).transpose(2, 1).softmax(1), self.dfl).reshape(b, 4, a)
+            if s["decode"]:
+                lt, rb = box.chunk(2, 1)
+                x1y1, x2y2 = self.anchor_points - lt, self.anchor_points + rb
+                box = torch.cat([(x1y1 + x2y2) / 2, x2y2 - x1y1], 1) * self.strides
+            return torch.cat([box, cls.sigmoid()], 1)
+
+    class YOLO(nn.Module):
+        """Image -> stem (stride 2) -> 4 stages of a stride-2 conv and a block (shortcuts) -> SPPF on P5 -> PAN
+        neck (blocks without shortcuts) over the 2-3 output scales -> Head."""
+        def __init__(self):
+            super().__init__()
+            self.stem = conv(3, ws[0], s["stem_k"], 2)
+            self.stages = nn.ModuleList([nn.Sequential(conv(ws[i], ws[i + 1], 3, 2),
+                                                       block(ws[i + 1], ws[i + 1], n, True))
+                                         for i, n in enumerate(ns)])
+            self.sppf = SPPF(ws[4])
+            self.up = nn.Upsample(scale_factor=2, mode="nearest")
+            chans = [ws[lv] for lv in levels]
+            # top-down: from P5 to the finest output scale; bottom-up: a stride-2 conv, Concat, block per scale
+            td, c = [], ws[4]
+            for i in reversed(range(len(levels) - 1)):
+                td.insert(0, block(c + chans[i], chans[i], n_neck, False))
+                c = chans[i]
+            self.td = nn.ModuleList(td)
+            tdc = chans[:-1] + [ws[4]]
+            self.down = nn.ModuleList([conv(chans[i - 1], chans[i - 1], 3, 2) for i in range(1, len(levels))])
+            self.bu = nn.ModuleList([block(chans[i - 1] + tdc[i], chans[i], n_neck, False)
+                                     for i in range(1, len(levels))])
+            self.head = Head(chans)
+
+        def forward(self, x):
+            x, feats = self.stem(x), []
+            for stage in self.stages:
+                x = stage(x)
+                feats.append(x)
+            feats = [feats[lv - 1] for lv in levels[:-1]] + [self.sppf(x)]
+            x, td = feats[-1], [feats[-1]]
+            for i in reversed(range(len(levels) - 1)):
+                x = self.td[i](torch.cat([self.up(x), feats[i]], 1))
+                td.insert(0, x)
+            outs = [x]
+            for i in range(1, len(levels)):
+                x = self.bu[i - 1](torch.cat([self.down[i - 1](x), td[i]], 1))
+                outs.append(x)
+            return self.head(outs)
+    return YOLO()
+
+
+def _build_pointnet(s, size):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    def mlp1d(ci, widths):  # shared MLP over the points: Conv1d k 1 + BatchNorm1d + ReLU
+        layers = []
+        for w in widths:
+            layers += [nn.Conv1d(ci, w, 1, bias=False), nn.BatchNorm1d(w), nn.ReLU()]
+            ci = w
+        return nn.Sequential(*layers)
+
+    def fc(ci, widths):  # Linear + BatchNorm1d + ReLU
+        layers = []
+        for w in widths:
+            layers += [nn.Linear(ci, w, bias=False), nn.BatchNorm1d(w), nn.ReLU()]
+            ci = w
+        return nn.Sequential(*layers)
+
+    def global_max(x):  # [B, C, N] -> [B, C]: ReduceMax, or a MaxPool1d over all N points
+        if s["pool"] == "maxpool":
+            return F.max_pool1d(x, size).flatten(1)
+        return x.amax(-1)
+
+    class TNet(nn.Module):
+        """A k x k transform predicted from the points: shared MLP 64-128-emb, global max, Linear 512-256-k^2,
+        + identity; applied as x^T @ T by MatMul."""
+        def __init__(self, k):
+            super().__init__()
+            e = min(s["emb"], 1024)
+            self.k, self.mlp, self.fc = k, mlp1d(k, [64, 128, e]), fc(e, [512, 256])
+            self.out = nn.Linear(256, k * k)
+            self.register_buffer("eye", torch.eye(k).flatten(), persistent=False)
+
+        def forward(self, x):
+            t = (self.out(self.fc(global_max(self.mlp(x)))) + self.eye).reshape(-1, self.k, self.k)
+            return torch.matmul(x.transpose(2, 1), t).transpose(2, 1)
+
+    class EdgeConv(nn.Module):
+        """DGCNN: the k nearest neighbours of every point (negative squared distances -|xi|^2 + 2 xi.xj - |xj|^2 by
+        MatMul, TopK), their features gathered from [B N, C], edge features [xj - xi, xi] as [B, 2C, N, k],
+        Conv2d 1x1 + BatchNorm2d + LeakyReLU(0.2), max over the neighbours."""
+        def __init__(self, ci, co):
+            super().__init__()
+            self.conv = nn.Sequential(nn.Conv2d(2 * ci, co, 1, bias=False), nn.BatchNorm2d(co), nn.LeakyReLU(0.2))
+
+        def forward(self, x, idx):
+            b, c, n = x.shape
+            k = idx.shape[-1]
+            base = torch.arange(b, device=x.device).reshape(b, 1, 1) * n
+            xt = x.transpose(2, 1).contiguous()                                    # [B, N, C]
+            nb = xt.reshape(b * n, c)[(idx + base).reshape(-1)].reshape(b, n, k, c)
+            xi = xt.reshape(b, n, 1, c).expand(b, n, k, c)
+            e = torch.cat([nb - xi, xi], 3).permute(0, 3, 1, 2)                    # [B, 2C, N, k]
+            return self.conv(e).amax(-1)
+
+    def knn(x, k):
+        inner = torch.matmul(x.transpose(2, 1), x)                                 # [B, N, N]
+        sq = (x * x).sum(1, keepdim=True)                                          # [B, 1, N]
+        return (2 * inner - sq - sq.transpose(2, 1)).topk(k, -1)[1]               # [B, N, k]
+
+    class PointNet(nn.Module):
+        """[B, 3, N] -> (input T-Net) -> shared MLP -> (feature T-Net) -> shared MLP to emb -> global max ->
+        Linear-BN-ReLU head -> classes."""
+        def __init__(self):
+            super().__init__()
+            self.tnet1 = TNet(3) if s["tnet"] != "none" else None
+            self.mlp1 = mlp1d(3, s["mlp1"])
+            c = s["mlp1"][-1]
+            self.tnet2 = TNet(c) if s["tnet"] == "both" else None
+            self.mlp2 = mlp1d(c, s["mlp2"] + [s["emb"]])
+            self.head = nn.Sequential(fc(s["emb"], s["head"]), nn.Linear(s["head"][-1], s["classes"]))
+
+        def forward(self, x):
+            if self.tnet1 is not None:
+                x = self.tnet1(x)
+            x = self.mlp1(x)
+            if self.tnet2 is not None:
+                x = self.tnet2(x)
+            return self.head(global_max(self.mlp2(x)))
+
+    class DGCNN(nn.Module):
+        """[B, 3, N] -> EdgeConvs (the graph recomputed on each layer's input, or once on the coordinates), every
+        layer's output concatenated -> Conv1d to emb -> Concat of max and mean over the points -> head."""
+        def __init__(self):
+            super().__init__()
+            cs = [3] + s["edges"]
+            self.edges = nn.ModuleList([EdgeConv(cs[i], cs[i + 1]) for i in range(len(s["edges"]))])
+            self.emb = mlp1d(sum(s["edges"]), [s["emb"]])
+            self.head = nn.Sequential(fc(2 * s["emb"], s["head"]), nn.Linear(s["head"][-1], s["classes"]))
+
+        def forward(self, x):
+            idx, outs = knn(x, s["k"]), []
+            for i, ec in enumerate(self.edges):
+                if i and s["dynamic"]:
+                    idx = knn(x, s["k"])
+                x = ec(x, idx)
+                outs.append(x)
+            y = self.emb(torch.cat(outs, 1))
+            return self.head(torch.cat([y.amax(-1), y.mean(-1)], 1))
+    return PointNet() if s["kind"] == "pointnet" else DGCNN()
+
+
+def _build_wav2vec(s, M):
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class ConvLayer(nn.Module):
+        """Conv1d (kernel 10 stride 5, 3/2 or 2/2) -> GroupNorm with a group per channel (first layer, 'group') or a
+        LayerNorm over the channels ('layer', every layer) -> GELU."""
+        def __init__(self, ci, co, k, stride, norm):
+            super().__init__()
+            self.conv = nn.Conv1d(ci, co, k, stride, bias=s["conv_norm"] == "layer")
+            self.norm = (nn.GroupNorm(co, co) if norm == "group" else nn.LayerNorm(co) if norm == "layer"
+                         else None)
+
+        def forward(self, x):
+            x = self.conv(x)
+            if isinstance(self.norm, nn.LayerNorm):
+                x = self.norm(x.transpose(1, 2)).transpose(1, 2)
+            elif self.norm is not None:
+                x = self.norm(x)
+            return F.gelu(x)
+
+    class Wav2Vec(nn.Module):
+        """[B, 1, T] -> conv feature extractor [B, C, frames] -> LayerNorm, Linear to D -> x + GELU(grouped Conv1d
+        of kernel K, dropping the last frame when K is even) -> LayerNorm then post-norm layers, or pre-norm layers
+        then LayerNorm -> the frames, a per-frame Linear (CTC) or a mean over frames + Linear."""
+        def __init__(self):
+            super().__init__()
+            n, c, d = s["conv_layers"], s["conv_w"], s["dim"]
+            ks = [(10, 5)] + [(3, 2)] * (n - 3) + [(2, 2)] * 2
+            norms = ["group" if i == 0 else None for i in range(n)] if s["conv_norm"] == "group" else ["layer"] * n
+            self.convs = nn.Sequential(*[ConvLayer(1 if i == 0 else c, c, k, st, norms[i])
+                                         for i, (k, st) in enumerate(ks)])
+            self.feat_norm, self.proj = nn.LayerNorm(c), nn.Linear(c, d)
+            self.pos = nn.Conv1d(d, d, s["pos_k"], padding=s["pos_k"] // 2, groups=s["pos_groups"])
+            self.norm = nn.LayerNorm(d)
+            ffn = d * s["ffn_ratio"]
+            self.layers = nn.Sequential(*[M["Block"](d, s["heads"], s["ffn_ratio"], s["attn"]) if s["norm_first"]
+                                          else M["EncoderLayer"](d, s["heads"], ffn, s["attn"])
+                                          for _ in range(s["depth"])])
+            self.head = nn.Linear(d, s["classes"]) if s["head"] != "none" else None
+
+        def forward(self, x):
+            x = self.proj(self.feat_norm(self.convs(x).transpose(1, 2)))       # [B, frames, D]
+            p = self.pos(x.transpose(1, 2))
+            if s["pos_k"] % 2 == 0:
+                p = p[..., :-1]
+            x = x + F.gelu(p).transpose(1, 2)
+            x = self.norm(self.layers(x)) if s["norm_first"] else self.layers(self.norm(x))
+            if s["head"] == "mean":
+                x = x.mean(1)
+            return self.head(x) if self.head is not None else x
+    return Wav2Vec()
+
+
 def input_shape(spec: dict, batch: int, size: int) -> tuple:
     if spec["family"] in SEQUENCE:  # [B, S, F]: F is a conformer's mel bins, a tcn's, rnn's or ssm's C_in, else D
         f = {"conformer": "mels", "tcn": "c_in", "rnn": "c_in", "ssm": "c_in"}.get(spec["family"], "dim")
         return (batch, size, spec[f])
     if spec["family"] == "gan":  # a latent grid [B, z, s, s] or an image
         return (batch, spec["in_ch"], size, size)
+    if spec["family"] == "pointnet":  # N points of 3 coordinates
+        return (batch, 3, size)
+    if spec["family"] == "wav2vec":  # a mono waveform of T samples
+        return (batch, 1, size)
     return (batch, 3, size, size)
 
 
 def file_stem(spec: dict, batch: int, size: int) -> str:
     """<arch>_bs<B>_<H>x<W>; an encoder's or decoder's 'H x W' is sequence x width, a conformer's frames x mel
-    bins, a tcn's, an rnn's or an ssm's time steps x input channels."""
+    bins, a tcn's, an rnn's or an ssm's time steps x input channels, a pointnet's 3 x points, a wav2vec's 1 x
+    samples."""
     shape = input_shape(spec, batch, size)
     return Path(paths.model_file(spec["arch"], batch, shape[-2], shape[-1])).stem
 

@@ -327,6 +327,7 @@ class Predictor:
             for t in res.get("unseen_types") or []:
                 warns.append(f"kernel type '{t}' was not in the training data; predicted by the generic "
                              f"FLOPs/bytes model")
+            warns += list(res.get("risks") or [])
         warns += list((self.model or {}).get("warnings_for_users", []))
         details = {k: v for k, v in res.items() if not k.startswith("_") and k not in (
             "kernels", "total_ms", "p10_ms", "p90_ms", "idle_ms", "model", "device")}

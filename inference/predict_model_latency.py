@@ -112,8 +112,8 @@ def main() -> int:
         warnings.simplefilter("always")
         res = predict_record(record, predictor, load, model, options)
     t2 = time.perf_counter()
-    for w in caught:
-        log.warning("%s", w.message)
+    for w in [c.message for c in caught] + list(res.get("risks") or []):
+        log.warning("%s", w)
     # the first call also loads the tree models into ORT; a scheduler keeps them loaded
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -101,6 +101,7 @@ def predict_record(record: dict, predictor, load: dict, model=None, options=None
     options = options or {"cudnn_conv_algo_search": "EXHAUSTIVE", "io_binding": False}
     from hase.graph_model.dag_critical_path import build_dag, calculate_latency
     from hase.inference import timeline_model as tm
+    from hase.inference.node_model import per_group_risk
     if model is None:  # no fitted timeline: the plan's first version, Σ in ORT's order
         kernel_ms = predictor.predict_kernels(record["kernels"], load)
         total = calculate_latency(build_dag(record), kernel_ms)
@@ -138,7 +139,9 @@ def predict_record(record: dict, predictor, load: dict, model=None, options=None
             "kernels": [{"id": k["id"], "type": k["type"], "predicted_ms": prep["kernel_ms"][k["id"]],
                          "host_us": float(h), "gpu_us": float(g)}
                         for k, h, g in zip(record["kernels"], host, gpu)],
-            "unseen_types": prep["unseen_types"], "_prep": prep, "_host": host, "_gpu": gpu,
+            "unseen_types": prep["unseen_types"],
+            "risks": [r for r in [per_group_risk(record["kernels"])] if r] if record["device"] == "cuda" else [],
+            "_prep": prep, "_host": host, "_gpu": gpu,
             "_copies_us": (res["h2d_us"], res["d2h_us"])}
 
 

@@ -219,3 +219,30 @@ def test_calibration_scales_the_host_side_only(records, tmp_path):
     old = p.predict(small, calibration=str(prof))
     assert old.total_ms == pytest.approx(p.predict(small).total_ms)
     assert any("time_unix" in w for w in old.warnings)
+
+
+def test_a_long_depthwise_conv1d_is_named_as_a_risk(records):
+    """A CUDA-EP depthwise Conv1d with a kernel of 28 or more may run one channel group at a time in cuDNN (the
+    trees do not learn when): the prediction says so in a warning; a kernel of 27, a grouped (not depthwise) conv
+    or a 2-D conv says nothing."""
+    import copy
+    import hase
+    from hase.inference.node_model import per_group_risk
+
+    def conv1d(k, groups, channels=384, length=255):
+        return {"id": "Conv#x", "type": "Conv", "op_type": "Conv", "ep": "CUDAExecutionProvider", "node_name": "/dw",
+                "attributes": {"group": groups, "kernel_shape": [k]},
+                "inputs": [{"shape": [1, channels, length], "role": "activation"},
+                           {"shape": [channels, channels // groups, k], "role": "weight"}]}
+    assert "longest 128, 384 groups, '/dw'" in per_group_risk([conv1d(128, 384)])
+    assert per_group_risk([conv1d(27, 384)]) == "" and per_group_risk([conv1d(64, 4)]) == ""
+    assert per_group_risk([dict(conv1d(64, 384), ep="CPUExecutionProvider")]) == ""
+    p = hase.load_predictor("nvidia-h200")
+    rec = records["resnet50_bs16_224x224"]
+    assert not [w for w in p.predict(rec).warnings if "channel group" in w]
+    # the same model with one of its convs made a long depthwise Conv1d (shapes only: the analysis is what is read)
+    rec = copy.deepcopy(rec)
+    k = next(k for k in rec["kernels"] if k["op_type"] == "Conv")
+    k.update({kk: v for kk, v in conv1d(64, 256, 256, 512).items() if kk in ("attributes", "inputs")})
+    warns = [w for w in p.predict(rec).warnings if "channel group" in w]
+    assert len(warns) == 1 and "1 depthwise Conv1d node(s)" in warns[0] and "longest 64, 256 groups" in warns[0]

@@ -50,6 +50,7 @@ def load_timeline_model(cfg: dict, slug: str):
 
 def prepare_record(record: dict, predictor, model: dict) -> dict:
     """Load-independent part of a prediction (kernel times at idle); cache it per model."""
+    from hase.inference.node_model import per_group_risk
     from hase.inference.timeline_model import prepared
     kernel_ms = predictor.predict_kernels(record["kernels"], model["idle_load"])
     # a node model (inference/node_model.py) predicts the host dispatch per node too
@@ -58,6 +59,9 @@ def prepare_record(record: dict, predictor, model: dict) -> dict:
     prep["kernel_ms"] = kernel_ms
     prep["standalone_sum_ms"] = float(sum(kernel_ms.values()))
     prep["unseen_types"] = predictor.unseen_types(record["kernels"])
+    # a known gap of the node model, named once per model (inference/node_model.py)
+    risk = per_group_risk(record["kernels"]) if record.get("device") == "cuda" else ""
+    prep["risks"] = [risk] if risk else []
     return prep
 
 
@@ -101,7 +105,6 @@ def predict_record(record: dict, predictor, load: dict, model=None, options=None
     options = options or {"cudnn_conv_algo_search": "EXHAUSTIVE", "io_binding": False}
     from hase.graph_model.dag_critical_path import build_dag, calculate_latency
     from hase.inference import timeline_model as tm
-    from hase.inference.node_model import per_group_risk
     if model is None:  # no fitted timeline: the plan's first version, Σ in ORT's order
         kernel_ms = predictor.predict_kernels(record["kernels"], load)
         total = calculate_latency(build_dag(record), kernel_ms)
@@ -139,8 +142,7 @@ def predict_record(record: dict, predictor, load: dict, model=None, options=None
             "kernels": [{"id": k["id"], "type": k["type"], "predicted_ms": prep["kernel_ms"][k["id"]],
                          "host_us": float(h), "gpu_us": float(g)}
                         for k, h, g in zip(record["kernels"], host, gpu)],
-            "unseen_types": prep["unseen_types"],
-            "risks": [r for r in [per_group_risk(record["kernels"])] if r] if record["device"] == "cuda" else [],
+            "unseen_types": prep["unseen_types"], "risks": prep.get("risks", []),
             "_prep": prep, "_host": host, "_gpu": gpu,
             "_copies_us": (res["h2d_us"], res["d2h_us"])}
 

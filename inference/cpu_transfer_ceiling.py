@@ -56,11 +56,8 @@ def main() -> int:
     p = base_parser("How far per-class scaling carries CPU EP latency to another CPU", "inference",
                     "cpu_transfer_ceiling.yaml")
     args = p.parse_args()
-    cfg = from_args(args, DEFAULTS)
+    cfg = from_args(args, DEFAULTS, required=("source", "target", "out"))
     log = get_logger("inference", args.log_level)
-    for k in ("source", "target", "out"):
-        if not cfg[k]:
-            raise HaseError(f"config {k} is required")
     bins = [-np.inf] + [float(b) for b in cfg["size_bins_us"]] + [np.inf]
     summary = {"source": cfg["source"], "target": cfg["target"], "by_threads": {}}
     for t in cfg["threads"]:

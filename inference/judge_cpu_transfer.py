@@ -46,11 +46,8 @@ def main() -> int:
     p = base_parser("A CPU timeline model judged on another CPU setting, with and without calibration", "inference",
                     "cpu_transfer.yaml")
     args = p.parse_args()
-    cfg = from_args(args, DEFAULTS)
+    cfg = from_args(args, DEFAULTS, required=("model", "records", "out"))
     log = get_logger("inference", args.log_level)
-    for k in ("model", "records", "out"):
-        if not cfg[k]:
-            raise HaseError(f"config {k} is required")
     mpath = Path(cfg["model"])
     if not mpath.exists():
         raise HaseError("timeline model not found", mpath)

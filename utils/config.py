@@ -167,8 +167,13 @@ def resolve(defaults: dict, config_path=None, overrides=(), device=None) -> dict
     return cfg
 
 
-def from_args(args, defaults: dict) -> dict:
-    return resolve(defaults, args.config, args.overrides, args.device)
+def from_args(args, defaults: dict, required=()) -> dict:
+    """The resolved config; each key in `required` must be set (non-empty), else one line naming it."""
+    cfg = resolve(defaults, args.config, args.overrides, args.device)
+    for k in required:
+        if not cfg[k]:
+            raise HaseError(f"config {k} is required")
+    return cfg
 
 
 def save_resolved(cfg: dict, out_dir: Path, name: str = "resolved_config.json", extra=None) -> Path:

@@ -24,7 +24,8 @@ Writes to benchmark/results/<device>/<out>/:
   trace_sessions.csv  one row per (model, session): latency stats per mode, Σ host, Σ GPU, copies, fixed
                       cost, profiling inflation, kernel-name signature, SM clock
   trace_nodes.csv     one row per (model, session, node): host_us (launch intervals), host_ort_us
-                      (profiled), gpu_us (CUPTI), gpu_idle_before_us, launches, kernel names
+                      (profiled), gpu_us (CUPTI: the union of its kernels' intervals), gpu_kernel_sum_us (their summed
+                      durations: larger where kernels overlap), gpu_idle_before_us, launches, kernel names
   traces/<model>.measured.json  Perfetto trace of the median CUPTI run of the first session, in the
                       format of the predicted trace (graph_model/overlap_simulator.py)
 Resumable: models whose sessions are all in trace_sessions.csv are skipped.
@@ -156,18 +157,26 @@ def node_host_intervals(run: dict, nodes: list, ort_us: dict) -> dict:
 
 
 def node_gpu(run: dict, nodes: list) -> dict:
-    """Per owner: GPU time (sum of its ops), ops, idle GPU time before its first op, kernel names."""
-    out = {}
+    """Per owner: GPU time (the union of its ops' intervals), the plain sum of their durations, ops, idle GPU time
+    before its first op, kernel names. The union, not the sum: cuDNN runs some grouped convolutions as per-group
+    kernels that overlap in time (wav2vec's positional conv, ssm's long depthwise Conv1d: up to 7x more summed
+    kernel time than GPU busy time, trace_sessions gpu_sum_us vs gpu_busy_us), and the node holds the GPU for the
+    union only."""
+    out, spans = {}, {}
     prev_end = None
     for o in sorted(run["ops"], key=lambda o: o["start_us"]):
-        st = out.setdefault(o["owner"], {"gpu_us": 0.0, "ops": 0, "idle_before_us": None, "names": []})
+        st = out.setdefault(o["owner"], {"gpu_us": 0.0, "kernel_sum_us": 0.0, "ops": 0, "idle_before_us": None,
+                                         "names": []})
         if st["idle_before_us"] is None:
             st["idle_before_us"] = max(o["start_us"] - prev_end, 0.0) if prev_end is not None else 0.0
-        st["gpu_us"] += o["dur_us"]
+        st["kernel_sum_us"] += o["dur_us"]
+        spans.setdefault(o["owner"], []).append((o["start_us"], o["start_us"] + o["dur_us"]))
         st["ops"] += 1
         if o["name"] not in st["names"]:
             st["names"].append(o["name"])
         prev_end = o["start_us"] + o["dur_us"] if prev_end is None else max(prev_end, o["start_us"] + o["dur_us"])
+    for owner, st in out.items():
+        st["gpu_us"] = union_us(spans[owner])
     return out
 
 
@@ -272,6 +281,8 @@ def cupti_session(cruns: list, tmpl: dict, nodes: list, ort_us: dict, ops_of: di
                           "kernel_id": label.get(n, ""),
                           "host_us": median_of([h[n] for h in hosts]), "host_ort_us": ort_us[n],
                           "gpu_us": median_of([x["gpu_us"] if x else 0.0 for x in g]) if g else math.nan,
+                          "gpu_kernel_sum_us": median_of([x["kernel_sum_us"] if x else 0.0 for x in g]) if g
+                          else math.nan,
                           "gpu_idle_before_us": median_of([x["idle_before_us"] if x else 0.0 for x in g]) if g else math.nan,
                           "launches": sum(1 for o in tmpl["owners"] if o == n),
                           "kernel_names": "|".join(dict.fromkeys(nm for o, nm in zip(tmpl["owners"], tmpl["names"])
@@ -388,7 +399,7 @@ def one_session(model_path: Path, device: str, cfg: dict, idx: int, label: dict,
         for n in nodes:
             node_rows.append({"model": model_path.stem, "session": idx, "node": n, "op": ops_of[n],
                               "kernel_id": label.get(n, ""), "host_us": ort_us[n], "host_ort_us": ort_us[n],
-                              "gpu_us": 0.0, "gpu_idle_before_us": 0.0, "launches": 0, "kernel_names": ""})
+                              "gpu_us": 0.0, "gpu_kernel_sum_us": 0.0, "gpu_idle_before_us": 0.0, "launches": 0, "kernel_names": ""})
         if want_trace:
             med = sorted(runs, key=lambda r: r["model_run_us"])[len(runs) // 2]
             timeline = cpu_timeline(model_path.stem, med, label)

@@ -215,11 +215,12 @@ def test_attribution_exact_numbers():
     assert tr.node_host_intervals(runs[0], NODES, ORT_US) == {"n0": 10.0, "n1": 10.0, "n2": 15.0}
     assert tr.node_host_intervals(runs[1], NODES, ORT_US) == {"n0": 10.0, "n1": 10.0, "n2": 15.0}
     g0 = tr.node_gpu(runs[0], NODES)
-    assert g0 == {B: {"gpu_us": 3.0, "ops": 1, "idle_before_us": 0.0, "names": ["Memcpy HtoD"]},
-                  "n0": {"gpu_us": 10.0, "ops": 1, "idle_before_us": 4.0, "names": ["k_a"]},
-                  "n1": {"gpu_us": 11.0, "ops": 2, "idle_before_us": 1.0, "names": ["k_b1", "k_b2"]},
-                  "n2": {"gpu_us": 20.0, "ops": 1, "idle_before_us": 3.0, "names": ["k_c"]},
-                  A: {"gpu_us": 4.0, "ops": 1, "idle_before_us": 1.0, "names": ["Memcpy DtoH"]}}
+    assert g0 == {B: {"gpu_us": 3.0, "kernel_sum_us": 3.0, "ops": 1, "idle_before_us": 0.0, "names": ["Memcpy HtoD"]},
+                  "n0": {"gpu_us": 10.0, "kernel_sum_us": 10.0, "ops": 1, "idle_before_us": 4.0, "names": ["k_a"]},
+                  "n1": {"gpu_us": 11.0, "kernel_sum_us": 11.0, "ops": 2, "idle_before_us": 1.0,
+                         "names": ["k_b1", "k_b2"]},
+                  "n2": {"gpu_us": 20.0, "kernel_sum_us": 20.0, "ops": 1, "idle_before_us": 3.0, "names": ["k_c"]},
+                  A: {"gpu_us": 4.0, "kernel_sum_us": 4.0, "ops": 1, "idle_before_us": 1.0, "names": ["Memcpy DtoH"]}}
     g1 = tr.node_gpu(runs[1], NODES)
     assert g1["n2"]["gpu_us"] == 24.0 and g1[A]["idle_before_us"] == 1.0
     h0 = tr.node_host_intervals(runs[0], NODES, ORT_US)
@@ -228,6 +229,17 @@ def test_attribution_exact_numbers():
         "gpu_idle_us": 9.0, "h2d_gpu_us": 3.0, "d2h_gpu_us": 4.0, "before_us": 10.0, "after_us": 40.0}
     s1 = tr.run_summary(runs[1], NODES, tr.node_host_intervals(runs[1], NODES, ORT_US))
     assert (s1["gpu_sum_us"], s1["span_us"], s1["gpu_idle_us"], s1["after_us"]) == (45.0, 54.0, 9.0, 36.0)
+
+
+def test_node_gpu_is_the_union_of_overlapping_kernels():
+    """cuDNN's per-group kernels of one grouped conv overlap in time (wav2vec's positional conv: 2965 us of summed
+    kernel time in a 1.3 ms model): the node holds the GPU for the union of their intervals, not the sum."""
+    ops = [{"owner": "conv", "name": "k_g", "start_us": 100.0 + 2 * i, "dur_us": 50.0} for i in range(4)]
+    ops += [{"owner": "add", "name": "k_add", "start_us": 160.0, "dur_us": 5.0}]
+    g = tr.node_gpu({"ops": ops}, ["conv", "add"])
+    assert g["conv"]["kernel_sum_us"] == 200.0 and g["conv"]["ops"] == 4
+    assert g["conv"]["gpu_us"] == 56.0          # 100 -> 156
+    assert g["add"]["gpu_us"] == 5.0 and g["add"]["idle_before_us"] == 4.0
 
 
 def test_launchless_node_shares_the_interval():

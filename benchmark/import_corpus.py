@@ -47,7 +47,9 @@ def main() -> int:
         write_xz(pd.read_csv(a.src / "clean_sessions.csv.gz"), a.dest / "clean_sessions.csv.xz")
     if traced:
         write_xz(pd.read_csv(a.src / "trace_sessions.csv.gz"), a.dest / "trace_sessions.csv.xz")
-        write_xz(pd.read_csv(a.src / "trace_nodes.csv.gz")[NODE_COLS], a.dest / "trace_nodes.csv.xz")
+        n = pd.read_csv(a.src / "trace_nodes.csv.gz")
+        # gpu_kernel_sum_us: traces with per-node unions (trace_run.node_gpu) say so by having it
+        write_xz(n[NODE_COLS + [c for c in ("gpu_kernel_sum_us",) if c in n]], a.dest / "trace_nodes.csv.xz")
     for f in ("machine.txt", "trace_config.json", "calibration.json"):
         if (a.src / f).exists():
             shutil.copyfile(a.src / f, a.dest / f)

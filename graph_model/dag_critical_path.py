@@ -49,6 +49,21 @@ def load_records(records_dir, models, ep: str = "cuda") -> dict:
     return out
 
 
+def available_records(where, models: list, ep: str = "cuda") -> tuple:
+    """({model: record} of the models that have one, [models without one]): for corpora where a model's analysis
+    may have failed on the GPU machine; the caller names the missing ones."""
+    if str(where).endswith(".json.xz"):
+        every = records_in_file(where, ep)
+        return {m: every[m] for m in models if m in every}, [m for m in models if m not in every]
+    out, missing = {}, []
+    for m in models:
+        try:
+            out.update(load_records(where, [m], ep))
+        except HaseError:
+            missing.append(m)
+    return out, missing
+
+
 def records_in_file(where, ep: str = "cuda", models=None) -> dict:
     """{model: record} of one records.json.xz ({model: record}): the named models (each must be there) or all."""
     where = Path(where)

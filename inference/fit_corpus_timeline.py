@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from hase.graph_model.dag_critical_path import io_bytes, load_records  # noqa: E402
+from hase.graph_model.dag_critical_path import available_records, io_bytes  # noqa: E402
 from hase.inference import timeline_model as tm  # noqa: E402
 from hase.inference.fit_measured_timeline import (IDLE_BUSY_MAX, clean_labels, copy_terms, cupti_launch_us, labels,  # noqa: E402
                                              measured_host_table, node_medians, read_clean, read_machines,
@@ -138,8 +138,13 @@ def main() -> int:
         raise HaseError("no training-split model among the measured ones", "timeline_dirs")
     if cfg["label"] not in ("clean", "trace"):
         raise HaseError(f"config label: '{cfg['label']}' is not clean or trace")
-    records = load_records(cfg["records"], train)
+    records, lost_rec = available_records(cfg["records"], train)
+    if lost_rec:  # the analysis failed on the GPU machine: no graph to learn from, named and left out
+        log.warning("%d training model(s) without a CUDA record, left out: %s", len(lost_rec), " ".join(lost_rec))
     train = [m for m in train if m in records]
+    if lost_rec:
+        sessions, nodes = sessions[sessions["model"].isin(train)], nodes[nodes["model"].isin(train)]
+        clean = clean[clean["model"].isin(train)]
     if cfg["label"] == "clean":  # never mixed: a model without a clean label is left out
         if clean.empty:
             raise HaseError("label clean: no clean_sessions.csv in any timeline folder (benchmark/clean_labels.py)",

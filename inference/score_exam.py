@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from hase.graph_model.dag_critical_path import load_records, records_in_file  # noqa: E402
+from hase.graph_model.dag_critical_path import available_records  # noqa: E402
 from hase.inference import timeline_model as tm  # noqa: E402
 from hase.inference.fit_corpus_timeline import split_sessions  # noqa: E402
 from hase.inference.fit_measured_timeline import clean_labels, labels  # noqa: E402
@@ -37,20 +37,6 @@ DEFAULTS = {"timeline_model": "inference/results/nvidia-h200/corpus/timeline_mod
             "records": "ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz",
             "frozen_commit": "f63163b", "gpu_minutes": 0.0, "algo": "EXHAUSTIVE", "spread_quantiles": [0.1, 0.9],
             "out": "inference/results/nvidia-h200/exam"}
-
-
-def exam_records(where, models: list):
-    """({model: record} of the exam models that have one, [models without one])."""
-    if str(where).endswith(".json.xz"):
-        every = records_in_file(where)
-        return {m: every[m] for m in models if m in every}, [m for m in models if m not in every]
-    out, missing = {}, []
-    for m in models:
-        try:
-            out.update(load_records(where, [m]))
-        except HaseError:
-            missing.append(m)
-    return out, missing
 
 
 def score(d: pd.DataFrame, pred: str) -> dict:
@@ -160,7 +146,7 @@ def main() -> int:
                                          "clean_calib_host_index_us": "calib_host_index_us"})
     if not exam:
         raise HaseError("no exam model among the measured ones", "timeline_dirs")
-    records, unpredicted = exam_records(cfg["records"], exam)
+    records, unpredicted = available_records(cfg["records"], exam)
     if unpredicted:  # a model Hase could not analyse is a failure of the exam, listed, not a crash of the scorer
         log.warning("%d exam model(s) have no record (the analysis failed on the GPU machine): %s",
                     len(unpredicted), " ".join(unpredicted))

@@ -251,3 +251,27 @@ def test_csv_or_gz_finds_the_xz_twin_of_a_gz_name(tmp_path):
     assert df["x"].tolist() == [3] and df["machine"].tolist() == ["machine_q"]
     with pytest.raises(HaseError, match="missing column 'y'"):
         read_machine_csv(d, "trace_nodes.csv.gz", ["model", "y"])
+
+
+def test_overlapping_kernels_are_taken_off_the_largest_multi_kernel_nodes():
+    """Older traces summed a node's kernel durations; where a session sums more node time than its GPU busy time,
+    the excess is cuDNN's per-group kernels overlapping (wav2vec's positional conv: 2,965 us summed in a session
+    busy for 846 us). It comes off the largest multi-kernel nodes, equal ones equally, none below one kernel."""
+    nodes = pd.DataFrame({"machine": "m", "model": ["a"] * 5 + ["b"] * 2, "session": 0,
+                          "node": ["conv0", "pos", "pos2", "add", "gemm", "c", "d"],
+                          "gpu_us": [15.0, 900.0, 900.0, 5.0, 80.0, 40.0, 60.0],
+                          "launches": [4, 9, 9, 1, 2, 3, 1]})
+    sessions = pd.DataFrame({"machine": "m", "model": ["a", "b"], "session": 0, "gpu_busy_us": [600.0, 100.0]})
+    out = fmt.overlap_corrected(sessions, nodes)
+    a = out[out["model"] == "a"].set_index("node")["gpu_us"]
+    assert a.sum() == pytest.approx(600.0, abs=0.01)          # down to the session's busy time
+    assert a["pos"] == pytest.approx(a["pos2"]) and a["pos"] == pytest.approx(250.0, abs=0.01)
+    assert (a["conv0"], a["add"], a["gemm"]) == (15.0, 5.0, 80.0)   # below the level: untouched
+    # no overlap (sum = busy): nothing changes; traces with per-node unions (gpu_kernel_sum_us) are left alone
+    assert out[out["model"] == "b"]["gpu_us"].tolist() == [40.0, 60.0]
+    new = nodes.assign(gpu_kernel_sum_us=nodes["gpu_us"] * 2)
+    assert fmt.overlap_corrected(sessions, new)["gpu_us"].tolist() == nodes["gpu_us"].tolist()
+    # the floor: a node never drops below one kernel's share
+    tight = sessions.assign(gpu_busy_us=[150.0, 100.0])
+    t = fmt.overlap_corrected(tight, nodes).set_index("node")["gpu_us"]
+    assert t["pos"] == pytest.approx(100.0) and t["gemm"] == pytest.approx(40.0) and t["conv0"] == pytest.approx(3.75)

@@ -221,10 +221,10 @@ def test_calibration_scales_the_host_side_only(records, tmp_path):
     assert any("time_unix" in w for w in old.warnings)
 
 
-def test_a_long_depthwise_conv1d_is_named_as_a_risk(records):
-    """A CUDA-EP depthwise Conv1d with a kernel of 28 or more may run one channel group at a time in cuDNN (the
-    trees do not learn when): the prediction says so in a warning; a kernel of 27, a grouped (not depthwise) conv
-    or a 2-D conv says nothing."""
+def test_a_long_grouped_conv1d_is_named_as_a_risk(records):
+    """A CUDA-EP grouped or depthwise Conv1d with a kernel of 28 or more may run one channel group at a time in
+    cuDNN (the trees do not learn when): the prediction says so in a warning; a kernel of 27, an ungrouped conv or
+    a 2-D conv says nothing."""
     import copy
     import hase
     from hase.inference.node_model import per_group_risk
@@ -235,7 +235,9 @@ def test_a_long_depthwise_conv1d_is_named_as_a_risk(records):
                 "inputs": [{"shape": [1, channels, length], "role": "activation"},
                            {"shape": [channels, channels // groups, k], "role": "weight"}]}
     assert "longest 128, 384 groups, '/dw'" in per_group_risk([conv1d(128, 384)])
-    assert per_group_risk([conv1d(27, 384)]) == "" and per_group_risk([conv1d(64, 4)]) == ""
+    # wav2vec's positional conv: grouped, not depthwise (ran per group in all 19 corpus models that have one)
+    assert "longest 128, 8 groups" in per_group_risk([conv1d(128, 8, 512, 24)])
+    assert per_group_risk([conv1d(27, 384)]) == "" and per_group_risk([conv1d(64, 1)]) == ""
     assert per_group_risk([dict(conv1d(64, 384), ep="CPUExecutionProvider")]) == ""
     p = hase.load_predictor("nvidia-h200")
     rec = records["resnet50_bs16_224x224"]
@@ -245,4 +247,4 @@ def test_a_long_depthwise_conv1d_is_named_as_a_risk(records):
     k = next(k for k in rec["kernels"] if k["op_type"] == "Conv")
     k.update({kk: v for kk, v in conv1d(64, 256, 256, 512).items() if kk in ("attributes", "inputs")})
     warns = [w for w in p.predict(rec).warnings if "channel group" in w]
-    assert len(warns) == 1 and "1 depthwise Conv1d node(s)" in warns[0] and "longest 64, 256 groups" in warns[0]
+    assert len(warns) == 1 and "1 grouped or depthwise Conv1d node(s)" in warns[0] and "longest 64, 256 groups" in warns[0]

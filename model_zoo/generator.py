@@ -88,8 +88,27 @@ same configs on any machine. Families (each with its own parameter ranges, FAMIL
                every layer, GELU), LayerNorm + Linear projection to D 256-768, a grouped Conv1d positional embedding
                (kernel 64-128, groups 8-16, GELU), 2-8 post- or pre-norm transformer layers (manual or SDPA
                attention, GELU MLP), then the frames, a per-frame CTC Linear or a mean over frames + Linear
-Configs: batch 1 always, one batch of 4-16 and one of 32-64, each at a size the family allows; a config whose
-forward pass exceeds `max_gflop` is run at a smaller batch (so one run stays under ~30 ms on an H200).
+  video3d      video classifier over a clip [B, 3, T, H, W] (T 8/12/16 frames fixed per architecture, size H = W
+               64-160): C3D (3x3x3 Conv3d-BatchNorm3d-ReLU, MaxPool3d 1x2x2 after the stem and 2x2x2 between
+               stages), R3D (residual basic blocks of 3x3x3 convs, stride 2 in time and space) or R(2+1)D (each
+               3x3x3 factorized into 1x3x3 + 3x1x1 convs); stem 32-64 wide, 3-4 stages of 1-2 blocks, widths doubling
+               up to 256-512, a global average pool (GlobalAveragePool over T, H, W) and a Linear to 101-600 classes
+  deeplab      semantic segmentation (DeepLabv3/v3+): a stride-4 stem, 4 stages of 1-3 basic or bottleneck residual
+               blocks (stem 32-64 wide, doubling), output stride 16 (the last stage at stride 1, dilation 2) or 8
+               (the last two, dilations 2 and 4); ASPP (a 1x1 conv, 3x3 convs at rates 3-36, optionally depthwise
+               separable, image pooling bilinearly upsampled), Concat, a 1x1 projection to 128-256; v3: a 3x3 conv
+               and classifier (19/21/150 classes), v3+: a Concat with the stride-4 features (1x1 to 48) and two 3x3
+               convs; bilinear Resize (align_corners False) back to the input, 128-512
+  dlrm         recommender (DLRM-like) over ONE float tensor [B, 1, n_dense + tables x L] (the corpus tooling feeds
+               one float input; size: L 1-8 lookups per table): a bottom MLP on 8-32 dense features to D 16-128,
+               the index part cast to int64 rows inside the model (|x| * 7919, Cast, modulo the table's rows), 4-26
+               nn.Embedding tables of 1e3-1e5 rows (<= ~32 M parameters in all; a Gather per table, or one Gather
+               in the concatenated table after row offsets are added; ReduceSum over L), pairwise dot products of
+               the stacked [B, T + 1, D] by MatMul, the upper triangle by a constant-index Gather (or all of it),
+               Concat with the dense vector, a top MLP and Sigmoid; batches 1, 64-512 and 1024-2048
+Configs: batch 1 always, one batch of 4-16 and one of 32-64 (dlrm: 64-512 and 1024-2048), each at a size the
+family allows; a config whose forward pass exceeds `max_gflop` is run at a smaller batch (so one run stays under
+~30 ms on an H200).
 
 The corpus split (model_zoo/corpus_split.yaml) names the training and exam architectures; it is committed
 before any term is fitted on the corpus and `model_zoo/corpus.py` checks that the two are disjoint.

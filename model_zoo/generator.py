@@ -88,8 +88,27 @@ same configs on any machine. Families (each with its own parameter ranges, FAMIL
                every layer, GELU), LayerNorm + Linear projection to D 256-768, a grouped Conv1d positional embedding
                (kernel 64-128, groups 8-16, GELU), 2-8 post- or pre-norm transformer layers (manual or SDPA
                attention, GELU MLP), then the frames, a per-frame CTC Linear or a mean over frames + Linear
-Configs: batch 1 always, one batch of 4-16 and one of 32-64, each at a size the family allows; a config whose
-forward pass exceeds `max_gflop` is run at a smaller batch (so one run stays under ~30 ms on an H200).
+  video3d      video classifier over a clip [B, 3, T, H, W] (T 8/12/16 frames fixed per architecture, size H = W
+               64-160): C3D (3x3x3 Conv3d-BatchNorm3d-ReLU, MaxPool3d 1x2x2 after the stem and 2x2x2 between
+               stages), R3D (residual basic blocks of 3x3x3 convs, stride 2 in time and space) or R(2+1)D (each
+               3x3x3 factorized into 1x3x3 + 3x1x1 convs); stem 32-64 wide, 3-4 stages of 1-2 blocks, widths doubling
+               up to 256-512, a global average pool (GlobalAveragePool over T, H, W) and a Linear to 101-600 classes
+  deeplab      semantic segmentation (DeepLabv3/v3+): a stride-4 stem, 4 stages of 1-3 basic or bottleneck residual
+               blocks (stem 32-64 wide, doubling), output stride 16 (the last stage at stride 1, dilation 2) or 8
+               (the last two, dilations 2 and 4); ASPP (a 1x1 conv, 3x3 convs at rates 3-36, optionally depthwise
+               separable, image pooling bilinearly upsampled), Concat, a 1x1 projection to 128-256; v3: a 3x3 conv
+               and classifier (19/21/150 classes), v3+: a Concat with the stride-4 features (1x1 to 48) and two 3x3
+               convs; bilinear Resize (align_corners False) back to the input, 128-512
+  dlrm         recommender (DLRM-like) over ONE float tensor [B, 1, n_dense + tables x L] (the corpus tooling feeds
+               one float input; size: L 1-8 lookups per table): a bottom MLP on 8-32 dense features to D 16-128,
+               the index part cast to int64 rows inside the model (|x| * 7919, Cast, modulo the table's rows), 4-26
+               nn.Embedding tables of 1e3-1e5 rows (<= ~32 M parameters in all; a Gather per table, or one Gather
+               in the concatenated table after row offsets are added; ReduceSum over L), pairwise dot products of
+               the stacked [B, T + 1, D] by MatMul, the upper triangle by a constant-index Gather (or all of it),
+               Concat with the dense vector, a top MLP and Sigmoid; batches 1, 64-512 and 1024-2048
+Configs: batch 1 always, one batch of 4-16 and one of 32-64 (dlrm: 64-512 and 1024-2048), each at a size the
+family allows; a config whose forward pass exceeds `max_gflop` is run at a smaller batch (so one run stays under
+~30 ms on an H200).
 
 The corpus split (model_zoo/corpus_split.yaml) names the training and exam architectures; it is committed
 before any term is fitted on the corpus and `model_zoo/corpus.py` checks that the two are disjoint.
@@ -105,11 +124,11 @@ from hase.utils import paths  # noqa: E402
 from hase.utils.errors import HaseError  # noqa: E402
 
 CNN = ("cnn_plain", "cnn_mobile", "cnn_grouped")  # _build_cnn builds these (unet, fpn, convnext, tcn, dense, gan,
-# yolo: CNNs built apart)
+# yolo, video3d, deeplab: CNNs built apart)
 # new families go at the end: a family's index seeds its specs and weights, so appending keeps the others' as they are
 FAMILIES = ("cnn_plain", "cnn_mobile", "cnn_grouped", "vit", "swin", "hybrid", "mixer", "encoder",
             "pvt", "decoder", "unet", "conformer", "fpn", "convnext", "tcn", "perceiver", "dense", "rnn", "linattn",
-            "ssm", "gan", "moe", "detr", "yolo", "pointnet", "wav2vec")
+            "ssm", "gan", "moe", "detr", "yolo", "pointnet", "wav2vec", "video3d", "deeplab", "dlrm")
 # families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's mel bins, a tcn's, an
 # rnn's or an ssm's C_in)
 SEQUENCE = ("encoder", "decoder", "conformer", "tcn", "rnn", "ssm")
@@ -374,6 +393,47 @@ def arch_spec(family: str, seed: int) -> dict:
         # extractor, about 44 M parameters in all: 175 MB)
         s["depth"] = min(s["depth"], max(2, int(36e6 // ((4 + 2 * s["ffn_ratio"]) * dim * dim))))
         sizes = [4000, 8000, 12000, 16000, 24000, 32000]  # samples (0.25-2 s at 16 kHz)
+    elif family == "video3d":
+        # a video clip [B, 3, T, H, W] (T frames fixed per architecture; size: H = W): C3D (plain 3x3x3 convs, MaxPool3d
+        # between stages), R3D (residual 3x3x3 basic blocks, stride-2 convs) or R(2+1)D (each 3x3x3 factorized into a
+        # 1x3x3 spatial and a 3x1x1 temporal conv); widths stem x 2**i capped at 256-512
+        kind = _pick(r, ["c3d", "r3d", "r2plus1d"])
+        s.update(kind=kind, frames=_pick(r, [8, 12, 16]), stem_w=_pick(r, [32, 48, 64]), stages=int(r.integers(3, 5)),
+                 max_w=_pick(r, [256, 384, 512]), classes=_pick(r, [101, 174, 400, 600]))
+        s["depths"] = [int(r.integers(1, 3)) for _ in range(s["stages"])]
+        sizes = [64, 80, 96, 112, 128, 144, 160]  # H = W
+    elif family == "deeplab":
+        # DeepLabv3/v3+: a residual backbone (stride-4 stem, 4 stages) whose last stage (output stride 16) or last two
+        # (8) keep their stride and dilate their 3x3 convs by 2 (and 4), an ASPP head (1x1 conv, 3x3 convs at 3 rates,
+        # optionally depthwise-separable, image pooling upsampled back), Concat, a 1x1 projection; v3: a classifier
+        # and one bilinear upsampling to the input; v3+: a x4 upsampling, a Concat with the stride-4 features, two
+        # 3x3 convs, a classifier and a x4 upsampling
+        os_ = _pick(r, [16, 16, 8])
+        s.update(block=_pick(r, ["basic", "bottleneck"]), stem_w=_pick(r, [32, 48, 64]), output_stride=os_,
+                 aspp_ch=_pick(r, [128, 192, 256]), separable=bool(r.random() < 0.4),
+                 rates=_pick(r, [[6, 12, 18], [4, 8, 12], [3, 6, 9]] if os_ == 16 else [[12, 24, 36], [6, 12, 18]]),
+                 decoder=_pick(r, ["v3", "v3plus"]), classes=_pick(r, [19, 21, 150]))
+        s["depths"] = [int(r.integers(1, 4)) for _ in range(4)]
+        # output stride 8 keeps a 64 x 64 map at 512: at most 384 there
+        sizes = [z for z in (128, 192, 256, 320, 384, 448, 512) if os_ == 16 or z <= 384]
+    elif family == "dlrm":
+        # DLRM-like recommender over ONE float input [B, 1, n_dense + tables x L] (size: L lookups per table,
+        # sum-pooled; the corpus tooling feeds one float tensor): dense features through a bottom MLP to the
+        # embedding width, the index part mapped to int64 rows inside the model (|x| * 7919, Cast, modulo the
+        # table's rows: any float input gives valid, spread rows, an integer-valued one a fixed permutation),
+        # 4-26 tables of 1e3-1e5 rows (at most ~32 M embedding parameters in all), looked up table by table
+        # (one Gather each) or in one concatenated table with row offsets, pairwise dot products by MatMul of the
+        # stacked vectors, the upper triangle by a constant-index Gather (or the whole flattened matrix), Concat with
+        # the dense vector, a top MLP, Sigmoid
+        tables, dim = int(r.integers(4, 27)), _pick(r, [16, 32, 64, 128])
+        rows = [int(10 ** r.uniform(3, 5)) for _ in range(tables)]
+        scale = min(1.0, 32e6 / (sum(rows) * dim))
+        s.update(n_dense=_pick(r, [8, 13, 16, 32]), tables=tables, dim=dim,
+                 rows=[max(1000, int(n * scale)) for n in rows], lookup=_pick(r, ["separate", "fused"]),
+                 bottom=_pick(r, [[512, 256], [256, 128], [128], [512, 256, 128]]),
+                 top=_pick(r, [[512, 256], [1024, 1024, 512, 256], [256, 128], [512, 512, 256]]),
+                 interaction=_pick(r, ["triangle", "triangle", "flatten"]), self_dot=bool(r.random() < 0.3))
+        sizes = [1, 1, 2, 4, 8]  # lookups per table (1: one-hot, as Criteo)
     else:  # perceiver
         stem = _pick(r, ["patch", "conv"])
         patch = _pick(r, [4, 8, 16] if stem == "conv" else [4, 6, 8, 12, 14, 16])  # conv: log2(patch) stride-2 convs
@@ -385,6 +445,8 @@ def arch_spec(family: str, seed: int) -> dict:
         # multiples of the patch, so that the token count (and the position embedding) is exact
         sizes = sorted({patch * -(-z // patch) for z in range(128, 385, 32)} & set(range(128, 385)))
     s["configs"] = _configs(r, family, sizes)
+    if family == "dlrm":  # recommenders serve big batches: batch 1, 64-512 and 1024-2048
+        s["configs"][1]["batch"], s["configs"][2]["batch"] = _pick(r, [64, 128, 256, 512]), _pick(r, [1024, 2048])
     return s
 
 
@@ -1125,6 +1187,12 @@ def _build(spec: dict, size: int, M: dict, g):
         model = _build_pointnet(spec, size)
     elif fam == "wav2vec":
         model = _build_wav2vec(spec, M)
+    elif fam == "video3d":
+        model = _build_video3d(spec)
+    elif fam == "deeplab":
+        model = _build_deeplab(spec, size)
+    elif fam == "dlrm":
+        model = _build_dlrm(spec, size)
     elif fam == "torchvision":
         from hase.model_zoo.torchvision_exporter import build_torch_model
         return build_torch_model(spec["arch"], size)
@@ -1136,7 +1204,7 @@ def _build(spec: dict, size: int, M: dict, g):
             if p.dim() >= 2:
                 p.copy_(torch.randn(p.shape, generator=g) * (1.0 / math.sqrt(max(p[0].numel(), 1))))
         for mod in model.modules():
-            if isinstance(mod, (nn.BatchNorm1d, nn.BatchNorm2d)):
+            if isinstance(mod, (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)):
                 mod.running_mean.normal_(0, 0.1, generator=g)
                 mod.running_var.uniform_(0.5, 1.5, generator=g)
     return model.eval()
@@ -2229,6 +2297,214 @@ def _build_wav2vec(s, M):
     return Wav2Vec()
 
 
+def _build_video3d(s):
+    import torch.nn as nn
+
+    def cbr(ci, co, k, stride=1, act=True):  # Conv3d (padding k // 2 per axis) + BatchNorm3d (+ ReLU)
+        layers = [nn.Conv3d(ci, co, k, stride, tuple(x // 2 for x in k), bias=False), nn.BatchNorm3d(co)]
+        return nn.Sequential(*(layers + [nn.ReLU()] if act else layers))
+
+    def conv3(ci, co, stride, act):  # a 3x3x3 conv, or R(2+1)D's 1x3x3 spatial then 3x1x1 temporal pair
+        if s["kind"] != "r2plus1d":
+            return cbr(ci, co, (3, 3, 3), stride, act)
+        mid = max(8, (27 * ci * co) // (9 * ci + 3 * co) // 8 * 8)  # the 3x3x3 conv's parameter count
+        return nn.Sequential(cbr(ci, mid, (1, 3, 3), (1,) + stride[1:]),
+                             cbr(mid, co, (3, 1, 1), stride[:1] + (1, 1), act))
+
+    class Basic(nn.Module):
+        """R3D / R(2+1)D basic block: two (factorized) 3x3x3 conv-BN, a 1x1x1 stride conv-BN shortcut where the
+        shape changes, ReLU after the sum."""
+        def __init__(self, ci, co, stride):
+            super().__init__()
+            self.body = nn.Sequential(conv3(ci, co, stride, True), conv3(co, co, (1, 1, 1), False))
+            self.short = cbr(ci, co, (1, 1, 1), stride, False) if ci != co or stride != (1, 1, 1) else None
+            self.act = nn.ReLU()
+
+        def forward(self, x):
+            return self.act(self.body(x) + (x if self.short is None else self.short(x)))
+
+    class Video3D(nn.Module):
+        """[B, 3, T, H, W] -> stem (C3D: 3x3x3 conv + MaxPool3d 1x2x2; R3D: 3x7x7 stride 1x2x2; R(2+1)D: 1x7x7
+        then 3x1x1) -> stages (C3D: a MaxPool3d 2x2x2 (1x2x2 once T is 1) then 3x3x3 conv-BN-ReLU; R3D/R(2+1)D:
+        basic blocks, the first of a stage stride 2 in time and space) -> global average pool -> Linear."""
+        def __init__(self):
+            super().__init__()
+            w, t = s["stem_w"], s["frames"]
+            if s["kind"] == "c3d":
+                layers = [cbr(3, w, (3, 3, 3)), nn.MaxPool3d((1, 2, 2), (1, 2, 2))]
+            elif s["kind"] == "r3d":
+                layers = [cbr(3, w, (3, 7, 7), (1, 2, 2))]
+            else:
+                layers = [cbr(3, w, (1, 7, 7), (1, 2, 2)), cbr(w, w, (3, 1, 1))]
+            c = w
+            for i, d in enumerate(s["depths"]):
+                co = min(s["stem_w"] * 2 ** i, s["max_w"])
+                st = (2 if t > 1 else 1, 2, 2) if i else (1, 1, 1)
+                t = -(-t // st[0])
+                if s["kind"] == "c3d":
+                    if i:
+                        layers.append(nn.MaxPool3d(st, st))
+                    layers += [cbr(c if j == 0 else co, co, (3, 3, 3)) for j in range(d)]
+                else:
+                    layers += [Basic(c if j == 0 else co, co, st if j == 0 else (1, 1, 1)) for j in range(d)]
+                c = co
+            self.features = nn.Sequential(*layers)
+            self.pool, self.fc = nn.AdaptiveAvgPool3d(1), nn.Linear(c, s["classes"])
+
+        def forward(self, x):
+            return self.fc(self.pool(self.features(x)).flatten(1))
+    return Video3D()
+
+
+def _build_deeplab(s, size):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Block(nn.Module):
+        """Basic (two 3x3) or bottleneck (1x1, 3x3, 1x1 to 4x) residual block; the 3x3 may be dilated."""
+        def __init__(self, ci, mid, stride, dil):
+            super().__init__()
+            co = mid * (4 if s["block"] == "bottleneck" else 1)
+            if s["block"] == "basic":
+                self.body = nn.Sequential(_conv_bn(ci, co, 3, stride, dilation=dil),
+                                          _conv_bn(co, co, 3, dilation=dil, act=None))
+            else:
+                self.body = nn.Sequential(_conv_bn(ci, mid, 1), _conv_bn(mid, mid, 3, stride, dilation=dil),
+                                          _conv_bn(mid, co, 1, act=None))
+            self.short = _conv_bn(ci, co, 1, stride, act=None) if ci != co or stride != 1 else None
+            self.co = co
+
+        def forward(self, x):
+            return F.relu(self.body(x) + (x if self.short is None else self.short(x)))
+
+    def aspp_conv(ci, co, rate):  # a dilated 3x3 conv-BN-ReLU, or a dilated depthwise 3x3 + pointwise conv (v3+)
+        if s["separable"]:
+            return nn.Sequential(_conv_bn(ci, ci, 3, groups=ci, dilation=rate), _conv_bn(ci, co, 1))
+        return _conv_bn(ci, co, 3, dilation=rate)
+
+    class ASPP(nn.Module):
+        """1x1 conv, 3 dilated 3x3 convs and image pooling (global average, 1x1 conv, bilinear upsampling back),
+        concatenated, a 1x1 projection."""
+        def __init__(self, ci, co):
+            super().__init__()
+            self.branches = nn.ModuleList([_conv_bn(ci, co, 1)] + [aspp_conv(ci, co, r) for r in s["rates"]])
+            self.pool = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(ci, co, 1, bias=False), nn.BatchNorm2d(co),
+                                      nn.ReLU())
+            self.project = _conv_bn(co * (len(s["rates"]) + 2), co, 1)
+
+        def forward(self, x):
+            p = F.interpolate(self.pool(x), size=x.shape[-2:], mode="bilinear", align_corners=False)
+            return self.project(torch.cat([b(x) for b in self.branches] + [p], 1))
+
+    class DeepLab(nn.Module):
+        """Image -> stem (3x3 stride-2 conv, 3x3 conv, MaxPool: stride 4) -> 4 stages of residual blocks (strides
+        1, 2, 2, 2 up to the output stride, then stride 1 with dilation 2, 4) -> ASPP -> v3: 3x3 conv, 1x1
+        classifier, bilinear x output stride; v3+: bilinear to stride 4, Concat with the first stage's features
+        reduced to 48 by a 1x1 conv, two 3x3 convs, classifier, bilinear x4."""
+        def __init__(self):
+            super().__init__()
+            w = s["stem_w"]
+            self.stem = nn.Sequential(_conv_bn(3, w, 3, 2), _conv_bn(w, w, 3), nn.MaxPool2d(3, 2, 1))
+            stages, c, stride, dil = [], w, 4, 1
+            for i, d in enumerate(s["depths"]):
+                st = 2 if i and stride < s["output_stride"] else 1
+                if i and st == 1:
+                    dil *= 2
+                stride *= st
+                blocks = []
+                for j in range(d):
+                    blocks.append(Block(c, w * 2 ** i, st if j == 0 else 1, dil))
+                    c = blocks[-1].co
+                stages.append(nn.Sequential(*blocks))
+                if i == 0:
+                    low_c = c
+            self.stages = nn.ModuleList(stages)
+            a = s["aspp_ch"]
+            self.aspp = ASPP(c, a)
+            if s["decoder"] == "v3plus":
+                self.low = _conv_bn(low_c, 48, 1)
+                self.fuse = nn.Sequential(_conv_bn(a + 48, a, 3), _conv_bn(a, a, 3))
+            else:
+                self.fuse = _conv_bn(a, a, 3)
+            self.cls = nn.Conv2d(a, s["classes"], 1)
+
+        def forward(self, x):
+            h, w = x.shape[-2:]
+            y = self.stem(x)
+            for i, stage in enumerate(self.stages):
+                y = stage(y)
+                if i == 0:
+                    low = y
+            y = self.aspp(y)
+            if s["decoder"] == "v3plus":
+                y = F.interpolate(y, size=low.shape[-2:], mode="bilinear", align_corners=False)
+                y = torch.cat([y, self.low(low)], 1)
+            y = self.cls(self.fuse(y))
+            return F.interpolate(y, size=(h, w), mode="bilinear", align_corners=False)
+    return DeepLab()
+
+
+def _build_dlrm(s, size):
+    import torch
+    import torch.nn as nn
+
+    def mlp(ci, widths, last_act=True):  # Linear + ReLU layers
+        layers = []
+        for i, w in enumerate(widths):
+            layers.append(nn.Linear(ci, w))
+            if last_act or i < len(widths) - 1:
+                layers.append(nn.ReLU())
+            ci = w
+        return nn.Sequential(*layers)
+
+    class DLRM(nn.Module):
+        """[B, 1, n_dense + tables x L] -> dense part through the bottom MLP to D; the index part (as floats) to
+        int64 rows: (|x| * 7919) cast to int64, modulo each table's rows -> lookups (a Gather per table, or one
+        Gather in the concatenated table after adding row offsets), summed over the L lookups of a table -> the
+        dense vector and the T table vectors stacked [B, T + 1, D] -> Z Z^T by MatMul -> its upper triangle by a
+        constant-index Gather of the flattened [B, (T + 1)^2] (with or without the diagonal) or all of it -> Concat
+        with the dense vector -> top MLP -> Linear to 1 -> Sigmoid."""
+        def __init__(self):
+            super().__init__()
+            d, nt, rows = s["dim"], s["tables"], s["rows"]
+            self.bottom = mlp(s["n_dense"], s["bottom"] + [d])
+            if s["lookup"] == "separate":
+                self.emb = nn.ModuleList([nn.Embedding(n, d) for n in rows])
+            else:
+                self.emb = nn.Embedding(sum(rows), d)
+                offs = torch.tensor([0] + rows[:-1], dtype=torch.int64).cumsum(0)
+                self.register_buffer("offsets", offs.reshape(1, nt, 1), persistent=False)
+            self.register_buffer("rows", torch.tensor(rows, dtype=torch.int64).reshape(1, nt, 1), persistent=False)
+            n = nt + 1
+            if s["interaction"] == "triangle":
+                iu = torch.triu_indices(n, n, 0 if s["self_dot"] else 1)
+                self.register_buffer("tri", iu[0] * n + iu[1], persistent=False)
+                pairs = iu.shape[1]
+            else:
+                pairs = n * n
+            self.top = nn.Sequential(mlp(d + pairs, s["top"]), nn.Linear(s["top"][-1], 1))
+
+        def forward(self, x):
+            b, nd, nt, d = x.shape[0], s["n_dense"], s["tables"], s["dim"]
+            x = x.reshape(b, -1)
+            dense = self.bottom(x[:, :nd])
+            idx = (x[:, nd:].abs() * 7919.0).to(torch.int64).reshape(b, nt, size) % self.rows   # [B, T, L]
+            if s["lookup"] == "separate":
+                vs = [e(idx[:, t]) for t, e in enumerate(self.emb)]                           # T x [B, L, D]
+                vs = [v.squeeze(1) if size == 1 else v.sum(1) for v in vs]
+                z = torch.stack([dense] + vs, 1)                                             # [B, T + 1, D]
+            else:
+                v = self.emb((idx + self.offsets).reshape(b, nt * size)).reshape(b, nt, size, d)
+                v = v.squeeze(2) if size == 1 else v.sum(2)
+                z = torch.cat([dense.unsqueeze(1), v], 1)
+            inter = torch.bmm(z, z.transpose(1, 2)).reshape(b, -1)
+            if s["interaction"] == "triangle":
+                inter = inter[:, self.tri]
+            return torch.sigmoid(self.top(torch.cat([dense, inter], 1)))
+    return DLRM()
+
+
 def input_shape(spec: dict, batch: int, size: int) -> tuple:
     if spec["family"] in SEQUENCE:  # [B, S, F]: F is a conformer's mel bins, a tcn's, rnn's or ssm's C_in, else D
         f = {"conformer": "mels", "tcn": "c_in", "rnn": "c_in", "ssm": "c_in"}.get(spec["family"], "dim")
@@ -2239,13 +2515,18 @@ def input_shape(spec: dict, batch: int, size: int) -> tuple:
         return (batch, 3, size)
     if spec["family"] == "wav2vec":  # a mono waveform of T samples
         return (batch, 1, size)
+    if spec["family"] == "video3d":  # a clip of T frames of size x size
+        return (batch, 3, spec["frames"], size, size)
+    if spec["family"] == "dlrm":  # dense features then `size` lookups per table, packed in one float tensor
+        return (batch, 1, spec["n_dense"] + spec["tables"] * size)
     return (batch, 3, size, size)
 
 
 def file_stem(spec: dict, batch: int, size: int) -> str:
     """<arch>_bs<B>_<H>x<W>; an encoder's or decoder's 'H x W' is sequence x width, a conformer's frames x mel
     bins, a tcn's, an rnn's or an ssm's time steps x input channels, a pointnet's 3 x points, a wav2vec's 1 x
-    samples."""
+    samples, a video3d's H x W (its frames are fixed per architecture), a dlrm's 1 x (dense features + tables x
+    lookups per table)."""
     shape = input_shape(spec, batch, size)
     return Path(paths.model_file(spec["arch"], batch, shape[-2], shape[-1])).stem
 

@@ -21,14 +21,16 @@ from helpers import run_script  # noqa: E402
 SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1, "hybrid": 1, "mixer": 0,
          "encoder": 2, "pvt": 7, "decoder": 6, "unet": 7, "conformer": 5, "fpn": 7, "convnext": 3,
          "tcn": 1, "perceiver": 8, "dense": 4, "rnn": 1, "linattn": 1, "ssm": 1, "gan": 1, "moe": 2, "detr": 3,
-         "yolo": 2, "pointnet": 3, "wav2vec": 7}
+         "yolo": 2, "pointnet": 3, "wav2vec": 7, "video3d": 6, "deeplab": 0, "dlrm": 4}
 # tcn-s1: gated, LayerNorm, an uneven 'same' Pad; perceiver-s8: 2 MHA cross blocks; rnn-s1: a stride-2 Conv1d
 # front-end, 3 GRU layers, a mean head; linattn-s1: conv stem, elu+1 linear attention by MatMul; ssm-s1: 3 Mamba-like
 # blocks, a chunked scan (3 chunks of 64 at T 192); ssm-s5 (S4D, a long-convolution kernel) is exported by seed checks;
 # gan-s1: a 12x12 latent grid, nearest Upsample + conv, InstanceNorm, LeakyReLU; moe-s2: 12 experts, top-2 after a
 # softmax, ScatterElements gates, Einsum experts; detr-s3: nn.MultiheadAttention self- and cross-attention, 50 queries;
 # yolo-s2: C2f, 2 scales, an anchor-free DFL head decoded to pixels; pointnet-s3: DGCNN, the kNN graph (TopK, Gather)
-# recomputed per EdgeConv at 256 points; wav2vec-s7: 7 strided Conv1d with GroupNorm, post-norm SDPA layers
+# recomputed per EdgeConv at 256 points; wav2vec-s7: 7 strided Conv1d with GroupNorm, post-norm SDPA layers;
+# video3d-s6: C3D, 8 frames, MaxPool3d; deeplab-s0: bottleneck backbone at output stride 16, separable ASPP, bilinear
+# Resize; dlrm-s4: 7 tables in one concatenated Embedding (offsets), 4 lookups per table summed, triangle Gather
 
 
 def test_specs_are_seeded_and_reproducible():

@@ -46,7 +46,7 @@ import onnxruntime as ort  # noqa: E402
 from hase.ort_analysis.ort_graph_parser import DEFAULTS, _profile_nodes, parse_graph  # noqa: E402
 from hase.utils import paths  # noqa: E402
 from hase.utils.config import base_parser, from_args  # noqa: E402
-from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.errors import HaseError, batch_failed, log_failed, run_main  # noqa: E402
 from hase.utils.logger import get_logger  # noqa: E402
 from hase.utils.onnx_io import check_static, dummy_feed, load_model  # noqa: E402
 from hase.utils.ort_session import provenance, session_options  # noqa: E402
@@ -477,13 +477,21 @@ def main() -> int:
             print(f"level {level}: {len(names)} transformers; off for the CUDA EP: {', '.join(off) or '-'}")
             print("  " + ", ".join(names))
         return 0
+    failed = []
     for mp in models:
-        rec = analyse(mp, cfg["pin_dims"], cfg["seed"], cfg["keep_small_values"], log)
+        try:
+            rec = analyse(mp, cfg["pin_dims"], cfg["seed"], cfg["keep_small_values"], log)
+        except HaseError as e:
+            if len(models) == 1:   # nothing to go on to: its own error is the one line
+                raise
+            log_failed(log, mp, e, failed)
+            continue
         out = args.out or record_path(rec["model"])
         paths.atomic_write_text(out, json.dumps(rec, indent=1) + "\n")
         o = rec["offline"]
         log.info("%s: %d kernels (%s) -> %s", rec["model"], rec["kernel_count"],
                  "claimed" if o["claimed"] else "NOT claimed: " + "; ".join(o["unclaimed_because"]), out)
+    batch_failed(failed, len(models))
     return 0
 
 

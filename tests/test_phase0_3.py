@@ -16,7 +16,7 @@ from hase.utils.config import resolve  # noqa: E402
 from hase.utils.errors import HaseError  # noqa: E402
 from hase.utils.kernel_registry import canonical_type  # noqa: E402
 from hase.utils.ort_session import cuda_probe, resolve_device  # noqa: E402
-from helpers import run_script  # noqa: E402
+from helpers import build_residual_model, run_script  # noqa: E402
 
 
 def run(script, *args, home, check=True):
@@ -189,6 +189,23 @@ def test_corrupt_file(tmp_path):
     p = run("ort_analysis/fusion_detector.py", "--device", "cpu", "--model", str(bad), home=tmp_path, check=False)
     _one_line_error(p, str(bad), "ONNX")
     assert not list((tmp_path / "ort_analysis" / "ort_kernel_record").glob("*.json"))
+
+
+def test_a_bad_model_in_a_list_costs_only_its_own_record(tmp_path):
+    """A GPU worker's list lost 14 records to one model ORT could not load: the list goes on past it, the summary
+    has the good ones, and the exit status (one line) names the failures."""
+    bad, good = tmp_path / "bad.onnx", tmp_path / "good.onnx"
+    bad.write_bytes(b"this is not a protobuf at all")
+    build_residual_model(good, "good", channels=4, blocks=1, hw=8)
+    p = run("ort_analysis/fusion_detector.py", "--device", "cpu", "--model", str(bad), "--model", str(good),
+            home=tmp_path, check=False)
+    rec_dir = tmp_path / "ort_analysis" / "ort_kernel_record"
+    assert json.loads((rec_dir / "good.cpu.json").read_text())["kernel_count"] >= 1, p.stderr
+    assert list(json.loads((rec_dir / "summary_cpu.json").read_text())["models"]) == ["good"]
+    assert not (rec_dir / "bad.cpu.json").exists()
+    assert any(str(bad) in ln and "ONNX" in ln for ln in p.stderr.splitlines()[:-1]), p.stderr  # the cause, once
+    _one_line_error(p, "1 of 2 models failed", "bad.onnx")
+    assert "good.onnx" not in p.stderr.strip().splitlines()[-1]
 
 
 def _relu_model(path, dims, op="Relu", domain=""):

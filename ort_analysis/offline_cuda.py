@@ -170,7 +170,7 @@ def with_stand_ins(model, ops) -> dict:
 def restore_stand_ins(opt_path: Path, swapped: dict) -> int:
     """Put the original ops back in the rewritten graph (matched by output tensor); how many."""
     import onnx
-    m = onnx.load(str(opt_path))
+    m = onnx.load(str(opt_path), load_external_data=False)   # a graph over 2 GB keeps its weights in the .data file
     k = 0
     for n in m.graph.node:
         orig = swapped.get(n.output[0] if n.output else None)
@@ -246,7 +246,7 @@ def fuse_bias_softmax(opt_path: Path, info: dict) -> int:
     named as ORT names it); `info` (the profiled run's per-node shapes) gets the fused node's. How many fused."""
     import onnx
     from onnx import helper
-    m = onnx.load(str(opt_path))
+    m = onnx.load(str(opt_path), load_external_data=False)   # saved back with its external references as they are
     g = m.graph
     opset = {(o.domain or "ai.onnx"): o.version for o in m.opset_import}.get("ai.onnx", 1)
 

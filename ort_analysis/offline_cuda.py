@@ -49,7 +49,7 @@ from hase.utils.config import base_parser, from_args  # noqa: E402
 from hase.utils.errors import HaseError, batch_failed, log_failed, run_main  # noqa: E402
 from hase.utils.logger import get_logger  # noqa: E402
 from hase.utils.onnx_io import check_static, dummy_feed, load_model  # noqa: E402
-from hase.utils.ort_session import provenance, session_options  # noqa: E402
+from hase.utils.ort_session import open_session, provenance, session_options  # noqa: E402
 
 CUDA_EP, CPU_EP = "CUDAExecutionProvider", "CPUExecutionProvider"
 METHOD = "cpu-build session, CPU-only transformers off, stand-ins for ops the CPU EP inlines"
@@ -307,9 +307,9 @@ def fuse_bias_softmax(opt_path: Path, info: dict) -> int:
 
 
 def _session(model_path: Path, opt_path: Path, profile_prefix, pin_dims: dict, disabled) -> ort.InferenceSession:
-    so = session_options("all", optimized_path=opt_path, profile_prefix=profile_prefix, free_dims=pin_dims)
+    options = dict(opt_level="all", optimized_path=opt_path, profile_prefix=profile_prefix, free_dims=pin_dims)
     try:
-        return ort.InferenceSession(str(model_path), so, providers=[CPU_EP], disabled_optimizers=list(disabled))
+        return open_session(str(model_path), [CPU_EP], options, disabled_optimizers=list(disabled))
     except Exception as e:  # InvalidGraph, NotImplemented...: ORT cannot load it
         raise HaseError(f"ORT cannot load it: {' '.join(str(e).split())[:300]}", model_path)
 

@@ -16,7 +16,7 @@ from hase.utils.config import resolve  # noqa: E402
 from hase.utils.errors import HaseError  # noqa: E402
 from hase.utils.kernel_registry import canonical_type  # noqa: E402
 from hase.utils.ort_session import cuda_probe, resolve_device  # noqa: E402
-from helpers import build_residual_model, run_script  # noqa: E402
+from helpers import build_residual_model, optimized_model_too_big, run_script  # noqa: E402
 
 
 def run(script, *args, home, check=True):
@@ -113,6 +113,34 @@ def test_graph_parser_prints_nodes(home):
     lines = [ln for ln in p.stdout.splitlines() if not ln.startswith("#")]
     assert len(lines) >= 20
     assert any("Conv" in ln and "1x3x64x64" in ln and "1x64x32x32" in ln for ln in lines)
+
+
+def test_an_optimized_graph_too_big_for_one_protobuf_keeps_its_initializers_beside_it(tmp_path, monkeypatch):
+    """ORT cannot save an optimized graph over 2 GB as one protobuf (mvitv2_tiny at batch 32: 3.66 GB): the session
+    is made again with its initializers in '<final>.data', and the graph parses as it does inline: a weight's shape
+    and dtype from its proto (its data never read), a small constant's value from the data file."""
+    monkeypatch.setenv("HASE_HOME", str(tmp_path))
+    from hase.ort_analysis.ort_graph_parser import optimize, parse_graph
+    f = tmp_path / "m.onnx"
+    build_residual_model(f, "m", channels=64, blocks=2, hw=8)   # a conv weight of 147 kB, biases of 256 B
+
+    def unnamed(parsed):  # ORT names its inserted ReorderOutput nodes in no fixed order, inline or not
+        return dict(parsed, nodes=[dict(n, name=None) for n in parsed["nodes"]])
+    opt, info = optimize(f, "cpu")
+    inline = unnamed(parse_graph(opt, info))
+    roles = {e["role"] for n in inline["nodes"] for e in n["inputs"] if e}
+    assert {"weight", "const"} <= roles and not list(opt.parent.glob("*.data")), roles
+    calls = optimized_model_too_big(monkeypatch, min_bytes=0)   # every initializer in the data file
+    opt2, info2 = optimize(f, "cpu")
+    assert calls == [None, "m.opt.cpu.onnx.data"] and opt2 == opt   # one retry, the data file named after the final
+    assert sorted(p.name for p in opt.parent.iterdir()) == ["m.opt.cpu.onnx", "m.opt.cpu.onnx.data"]
+    stored = onnx.load(str(opt), load_external_data=False).graph.initializer
+    assert stored and all(t.data_location == TensorProto.EXTERNAL for t in stored)
+    assert unnamed(parse_graph(opt2, info2)) == inline
+    optimized_model_too_big(monkeypatch)   # the weights only: parsing never reads them
+    opt3, info3 = optimize(f, "cpu")
+    (opt3.parent / "m.opt.cpu.onnx.data").unlink()
+    assert unnamed(parse_graph(opt3, info3)) == inline
 
 
 def test_records_fields_and_shared_types(home):

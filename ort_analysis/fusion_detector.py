@@ -20,7 +20,7 @@ from hase.ort_analysis.flops import kernel_bytes, kernel_flops  # noqa: E402
 from hase.ort_analysis.ort_graph_parser import DEFAULTS, optimize, parse_graph  # noqa: E402
 from hase.utils import paths  # noqa: E402
 from hase.utils.config import base_parser, from_args, save_resolved  # noqa: E402
-from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.errors import HaseError, batch_failed, log_failed, run_main  # noqa: E402
 from hase.utils.kernel_registry import canonical_type, instance_id, is_known, spec  # noqa: E402
 from hase.utils.logger import get_logger  # noqa: E402
 from hase.utils.onnx_io import load_model, nbytes  # noqa: E402
@@ -366,9 +366,15 @@ def main() -> int:
     models = list_models([str(m) for m in args.model] if args.model else cfg["models"])
     out_dir = paths.kernel_record_dir()
     exported = exported_models()
-    summary = {}
+    summary, failed = {}, []
     for mp in progress(models, desc="analyse", unit="model"):
-        rec = build_record(mp, device, cfg, log)
+        try:
+            rec = build_record(mp, device, cfg, log)
+        except HaseError as e:
+            if len(models) == 1:   # nothing to go on to: its own error is the one line
+                raise
+            log_failed(log, mp, e, failed)
+            continue
         paths.atomic_write_text(record_path(rec["model"], device), json.dumps(rec, indent=1) + "\n")
         summary[rec["model"]] = model_summary(rec, exported)
         log.info("%s: %d original nodes -> %d kernels, %d fused", rec["model"], rec["original_node_count"],
@@ -380,6 +386,7 @@ def main() -> int:
                     "each type replaced", "provenance": provenance(device), "models": dict(sorted(old.items()))}
     paths.atomic_write_text(sp, json.dumps(data, indent=1) + "\n")
     save_resolved(cfg, out_dir, f"resolved_config_{device}.json")
+    batch_failed(failed, len(models))
     return 0
 
 

@@ -46,10 +46,10 @@ import onnxruntime as ort  # noqa: E402
 from hase.ort_analysis.ort_graph_parser import DEFAULTS, _profile_nodes, parse_graph  # noqa: E402
 from hase.utils import paths  # noqa: E402
 from hase.utils.config import base_parser, from_args  # noqa: E402
-from hase.utils.errors import HaseError, run_main  # noqa: E402
+from hase.utils.errors import HaseError, batch_failed, log_failed, run_main  # noqa: E402
 from hase.utils.logger import get_logger  # noqa: E402
 from hase.utils.onnx_io import check_static, dummy_feed, load_model  # noqa: E402
-from hase.utils.ort_session import provenance, session_options  # noqa: E402
+from hase.utils.ort_session import open_session, provenance, session_options  # noqa: E402
 
 CUDA_EP, CPU_EP = "CUDAExecutionProvider", "CPUExecutionProvider"
 METHOD = "cpu-build session, CPU-only transformers off, stand-ins for ops the CPU EP inlines"
@@ -170,7 +170,7 @@ def with_stand_ins(model, ops) -> dict:
 def restore_stand_ins(opt_path: Path, swapped: dict) -> int:
     """Put the original ops back in the rewritten graph (matched by output tensor); how many."""
     import onnx
-    m = onnx.load(str(opt_path))
+    m = onnx.load(str(opt_path), load_external_data=False)   # a graph over 2 GB keeps its weights in the .data file
     k = 0
     for n in m.graph.node:
         orig = swapped.get(n.output[0] if n.output else None)
@@ -246,7 +246,7 @@ def fuse_bias_softmax(opt_path: Path, info: dict) -> int:
     named as ORT names it); `info` (the profiled run's per-node shapes) gets the fused node's. How many fused."""
     import onnx
     from onnx import helper
-    m = onnx.load(str(opt_path))
+    m = onnx.load(str(opt_path), load_external_data=False)   # saved back with its external references as they are
     g = m.graph
     opset = {(o.domain or "ai.onnx"): o.version for o in m.opset_import}.get("ai.onnx", 1)
 
@@ -307,9 +307,9 @@ def fuse_bias_softmax(opt_path: Path, info: dict) -> int:
 
 
 def _session(model_path: Path, opt_path: Path, profile_prefix, pin_dims: dict, disabled) -> ort.InferenceSession:
-    so = session_options("all", optimized_path=opt_path, profile_prefix=profile_prefix, free_dims=pin_dims)
+    options = dict(opt_level="all", optimized_path=opt_path, profile_prefix=profile_prefix, free_dims=pin_dims)
     try:
-        return ort.InferenceSession(str(model_path), so, providers=[CPU_EP], disabled_optimizers=list(disabled))
+        return open_session(str(model_path), [CPU_EP], options, disabled_optimizers=list(disabled))
     except Exception as e:  # InvalidGraph, NotImplemented...: ORT cannot load it
         raise HaseError(f"ORT cannot load it: {' '.join(str(e).split())[:300]}", model_path)
 
@@ -477,13 +477,21 @@ def main() -> int:
             print(f"level {level}: {len(names)} transformers; off for the CUDA EP: {', '.join(off) or '-'}")
             print("  " + ", ".join(names))
         return 0
+    failed = []
     for mp in models:
-        rec = analyse(mp, cfg["pin_dims"], cfg["seed"], cfg["keep_small_values"], log)
+        try:
+            rec = analyse(mp, cfg["pin_dims"], cfg["seed"], cfg["keep_small_values"], log)
+        except HaseError as e:
+            if len(models) == 1:   # nothing to go on to: its own error is the one line
+                raise
+            log_failed(log, mp, e, failed)
+            continue
         out = args.out or record_path(rec["model"])
         paths.atomic_write_text(out, json.dumps(rec, indent=1) + "\n")
         o = rec["offline"]
         log.info("%s: %d kernels (%s) -> %s", rec["model"], rec["kernel_count"],
                  "claimed" if o["claimed"] else "NOT claimed: " + "; ".join(o["unclaimed_because"]), out)
+    batch_failed(failed, len(models))
     return 0
 
 

@@ -12,7 +12,8 @@ import tempfile
 from pathlib import Path
 
 
-from onnx import numpy_helper  # noqa: E402
+import numpy as np  # noqa: E402
+from onnx import helper, numpy_helper  # noqa: E402
 
 from hase.utils import paths  # noqa: E402
 from hase.utils.config import base_parser, from_args  # noqa: E402
@@ -67,7 +68,6 @@ def optimize(model_path, device: str, pin_dims=None, seed=0, out_dir=None):
 
 
 def attr_dict(node) -> dict:
-    from onnx import helper
     out = {}
     for a in node.attribute:
         v = helper.get_attribute_value(a)
@@ -83,9 +83,26 @@ def attr_dict(node) -> dict:
     return out
 
 
+def initializer_entry(t, keep_small_values: int, opt_path) -> dict:
+    """An initializer as a node input: shape and dtype from its proto; the value only of a small one (a 'const':
+    shapes, axes, scalars), read from the .data file beside opt_path if it is stored there. A weight is never read."""
+    dtype = np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type))
+    shape = list(t.dims)
+    e = {"name": t.name, "shape": shape, "dtype": str(dtype), "role": "weight"}
+    size = int(np.prod(shape, dtype=np.int64))
+    if size <= keep_small_values or (dtype.kind in "iub" and size <= 4096):
+        try:
+            e["value"] = numpy_helper.to_array(t, base_dir=str(Path(opt_path).parent)).tolist()
+        except (OSError, ValueError) as err:  # its .data file is gone or short
+            raise HaseError(f"initializer {t.name}: its external data cannot be read ({type(err).__name__})", opt_path)
+        e["role"] = "const"
+    return e
+
+
 def parse_graph(opt_path, info: dict, keep_small_values: int = 64) -> dict:
     """Nodes of the optimized graph with shapes, dtypes, EP and initializer roles."""
-    m = load_model(opt_path)
+    # the protobuf only: a weight's shape and dtype are in it, and a graph over 2 GB has its weights in a .data file
+    m = load_model(opt_path, load_weights=False)
     g = m.graph
     inits = {i.name: i for i in g.initializer}
     tensor = {}  # name -> {"shape", "dtype"}
@@ -109,11 +126,7 @@ def parse_graph(opt_path, info: dict, keep_small_values: int = 64) -> dict:
                 ins.append(None)
                 continue
             if name in inits:
-                arr = numpy_helper.to_array(inits[name])
-                e = {"name": name, "shape": list(arr.shape), "dtype": str(arr.dtype), "role": "weight"}
-                if arr.size <= keep_small_values or (arr.dtype.kind in "iub" and arr.size <= 4096):
-                    e["value"] = arr.tolist()
-                    e["role"] = "const"
+                e = initializer_entry(inits[name], keep_small_values, opt_path)
             else:
                 t = tensor.get(name)
                 if t is None and idx < len(ni.get("inputs", [])):

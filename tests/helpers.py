@@ -68,3 +68,25 @@ def synthetic_prep(h, dev, h2d=50.0, d2h=10.0, **extra) -> dict:
     return {"h": np.array(h, float), "dev": np.array(dev, float), "floor": 0.0, "floor_us": 0.0,
             "launch_at_start": True, "on_host": np.zeros(n, bool), "sync": np.zeros(n, bool),
             "h2d_us": h2d, "d2h_us": d2h, "device": "cuda", "n": n, **extra}
+
+
+def optimized_model_too_big(monkeypatch, min_bytes: int = 32768) -> list:
+    """Make ORT's save of an optimized model ('<final>.tmp.onnx') fail as it does over protobuf's 2 GB, unless the
+    session writes its initializers externally (those of min_bytes and up: ort_session's default; 0 puts the small
+    constants there too, so that reading them back is tested). Returns the list each such session appends its
+    external file name to (None: inline)."""
+    import onnxruntime as ort
+    from hase.utils import ort_session
+    real, calls = ort.InferenceSession, []
+
+    def session(src, so=None, *args, **kwargs):
+        if so is not None and so.optimized_model_filepath.endswith(".tmp.onnx"):
+            try:
+                calls.append(so.get_session_config_entry("session.optimized_model_external_initializers_file_name"))
+            except RuntimeError:  # no such entry: ORT would write one protobuf
+                calls.append(None)
+                raise RuntimeError("[ONNXRuntimeError] : 7 : INVALID_PROTOBUF : Protobuf serialization failed.")
+        return real(src, so, *args, **kwargs)
+    monkeypatch.setattr(ort, "InferenceSession", session)
+    monkeypatch.setattr(ort_session, "EXTERNAL_MIN_BYTES", min_bytes, raising=False)
+    return calls

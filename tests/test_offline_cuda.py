@@ -247,3 +247,40 @@ def test_bias_softmax_fusion_follows_orts_conditions(tmp_path, x_shape, b_shape,
     first = want.pop("first")
     assert n == 1 and ops == [("BiasSoftmax", [first, "b"], want)]
     assert info["BiasSoftmax"]["inputs"][0][1] == list(x_shape)
+
+
+def test_rewrites_of_a_graph_with_external_initializers_keep_them_there(tmp_path, monkeypatch):
+    """An optimized graph over 2 GB keeps its initializers in '<final>.data' (utils/ort_session.open_session): the
+    offline rewrites (stand-in put back, BiasSoftmax fused) save the graph with those references intact, and the
+    record is the one the inline graph gives."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from tests.helpers import optimized_model_too_big
+    monkeypatch.setenv("HASE_HOME", str(tmp_path))
+    from hase.ort_analysis import offline_cuda
+    f = tmp_path / "m.onnx"
+    b = numpy_helper.from_array(np.random.default_rng(0).standard_normal((4, 16, 16)).astype(np.float32), "b")
+    nodes = [helper.make_node("Add", ["x", "b"], ["s"], name="add"),
+             helper.make_node("Softmax", ["s"], ["p"], name="softmax", axis=-1),
+             helper.make_node("HardSwish", ["p"], ["y"], name="hardswish")]
+
+    def vi(n):
+        return helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 4, 16, 16])
+    m = helper.make_model(helper.make_graph(nodes, "t", [vi("x")], [vi("y")], [b]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(f))
+
+    def kernels(rec):
+        return [{k: v for k, v in x.items() if k != "node_name"} for x in rec["kernels"]]
+    inline = offline_cuda.analyse(f)
+    assert inline["type_counts"] == {"BiasSoftmax": 1, "HardSwish": 1}, inline["type_counts"]
+    calls = optimized_model_too_big(monkeypatch, min_bytes=0)
+    rec = offline_cuda.analyse(f)
+    opt = Path(rec["optimized_model"])
+    assert calls == [None, opt.name + ".data"] and (opt.parent / (opt.name + ".data")).is_file()
+    stored = onnx.load(str(opt), load_external_data=False).graph.initializer
+    assert [t.name for t in stored] == ["b"] and stored[0].data_location == TensorProto.EXTERNAL
+    assert [n.op_type for n in onnx.load(str(opt)).graph.node] == ["BiasSoftmax", "HardSwish"]   # the data is there
+    assert kernels(rec) == kernels(inline) and rec["offline"] == inline["offline"]

@@ -16,7 +16,7 @@ from hase.utils.config import resolve  # noqa: E402
 from hase.utils.errors import HaseError  # noqa: E402
 from hase.utils.kernel_registry import canonical_type  # noqa: E402
 from hase.utils.ort_session import cuda_probe, resolve_device  # noqa: E402
-from helpers import run_script  # noqa: E402
+from helpers import build_residual_model, optimized_model_too_big, run_script  # noqa: E402
 
 
 def run(script, *args, home, check=True):
@@ -115,6 +115,34 @@ def test_graph_parser_prints_nodes(home):
     assert any("Conv" in ln and "1x3x64x64" in ln and "1x64x32x32" in ln for ln in lines)
 
 
+def test_an_optimized_graph_too_big_for_one_protobuf_keeps_its_initializers_beside_it(tmp_path, monkeypatch):
+    """ORT cannot save an optimized graph over 2 GB as one protobuf (mvitv2_tiny at batch 32: 3.66 GB): the session
+    is made again with its initializers in '<final>.data', and the graph parses as it does inline: a weight's shape
+    and dtype from its proto (its data never read), a small constant's value from the data file."""
+    monkeypatch.setenv("HASE_HOME", str(tmp_path))
+    from hase.ort_analysis.ort_graph_parser import optimize, parse_graph
+    f = tmp_path / "m.onnx"
+    build_residual_model(f, "m", channels=64, blocks=2, hw=8)   # a conv weight of 147 kB, biases of 256 B
+
+    def unnamed(parsed):  # ORT names its inserted ReorderOutput nodes in no fixed order, inline or not
+        return dict(parsed, nodes=[dict(n, name=None) for n in parsed["nodes"]])
+    opt, info = optimize(f, "cpu")
+    inline = unnamed(parse_graph(opt, info))
+    roles = {e["role"] for n in inline["nodes"] for e in n["inputs"] if e}
+    assert {"weight", "const"} <= roles and not list(opt.parent.glob("*.data")), roles
+    calls = optimized_model_too_big(monkeypatch, min_bytes=0)   # every initializer in the data file
+    opt2, info2 = optimize(f, "cpu")
+    assert calls == [None, "m.opt.cpu.onnx.data"] and opt2 == opt   # one retry, the data file named after the final
+    assert sorted(p.name for p in opt.parent.iterdir()) == ["m.opt.cpu.onnx", "m.opt.cpu.onnx.data"]
+    stored = onnx.load(str(opt), load_external_data=False).graph.initializer
+    assert stored and all(t.data_location == TensorProto.EXTERNAL for t in stored)
+    assert unnamed(parse_graph(opt2, info2)) == inline
+    optimized_model_too_big(monkeypatch)   # the weights only: parsing never reads them
+    opt3, info3 = optimize(f, "cpu")
+    (opt3.parent / "m.opt.cpu.onnx.data").unlink()
+    assert unnamed(parse_graph(opt3, info3)) == inline
+
+
 def test_records_fields_and_shared_types(home):
     recs = records(home)
     r18, r34 = recs["resnet18_bs1_64x64"], recs["resnet34_bs1_64x64"]
@@ -189,6 +217,23 @@ def test_corrupt_file(tmp_path):
     p = run("ort_analysis/fusion_detector.py", "--device", "cpu", "--model", str(bad), home=tmp_path, check=False)
     _one_line_error(p, str(bad), "ONNX")
     assert not list((tmp_path / "ort_analysis" / "ort_kernel_record").glob("*.json"))
+
+
+def test_a_bad_model_in_a_list_costs_only_its_own_record(tmp_path):
+    """A GPU worker's list lost 14 records to one model ORT could not load: the list goes on past it, the summary
+    has the good ones, and the exit status (one line) names the failures."""
+    bad, good = tmp_path / "bad.onnx", tmp_path / "good.onnx"
+    bad.write_bytes(b"this is not a protobuf at all")
+    build_residual_model(good, "good", channels=4, blocks=1, hw=8)
+    p = run("ort_analysis/fusion_detector.py", "--device", "cpu", "--model", str(bad), "--model", str(good),
+            home=tmp_path, check=False)
+    rec_dir = tmp_path / "ort_analysis" / "ort_kernel_record"
+    assert json.loads((rec_dir / "good.cpu.json").read_text())["kernel_count"] >= 1, p.stderr
+    assert list(json.loads((rec_dir / "summary_cpu.json").read_text())["models"]) == ["good"]
+    assert not (rec_dir / "bad.cpu.json").exists()
+    assert any(str(bad) in ln and "ONNX" in ln for ln in p.stderr.splitlines()[:-1]), p.stderr  # the cause, once
+    _one_line_error(p, "1 of 2 models failed", "bad.onnx")
+    assert "good.onnx" not in p.stderr.strip().splitlines()[-1]
 
 
 def _relu_model(path, dims, op="Relu", domain=""):

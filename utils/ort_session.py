@@ -119,8 +119,28 @@ def resolve_device(device: str, device_id: int = 0) -> str:
     return "cuda" if ok else "cpu"
 
 
+# ORT writes the optimized model as one protobuf, which cannot be over 2 GB; constant folding can make it so (timm's
+# mvitv2_tiny at batch 32: 97 MB in, 3.66 GB out), and then session creation fails with this message. open_session
+# makes the session once more with the optimized model's initializers in a file beside it.
+TOO_BIG_TO_SAVE = "Protobuf serialization failed"
+EXTERNAL_FILE_KEY = "session.optimized_model_external_initializers_file_name"
+EXTERNAL_MIN_KEY = "session.optimized_model_external_initializers_min_size_in_bytes"
+EXTERNAL_MIN_BYTES = 32768   # smaller ones stay inline: every integer tensor parse_graph keeps a value of (4096 x 8 B)
+TMP_SUFFIX = ".tmp.onnx"     # callers write '<final>.tmp.onnx' and rename it to '<final>' once it is complete
+
+
+def external_data_file(optimized_path) -> Path:
+    """Where an optimized model's external initializers go: '<final optimized file>.data' in the same folder, so the
+    model's (relative) reference stays valid after the caller renames '<final>.tmp.onnx' to '<final>'."""
+    p = Path(optimized_path)
+    name = p.name[: -len(TMP_SUFFIX)] if p.name.endswith(TMP_SUFFIX) else p.name
+    return p.with_name(name + ".data")
+
+
 def session_options(opt_level="all", optimized_path=None, profile_prefix=None, threads=0,
-                    log_severity=3, free_dims=None) -> ort.SessionOptions:
+                    log_severity=3, free_dims=None, external_initializers=False) -> ort.SessionOptions:
+    """external_initializers: the optimized model's initializers (EXTERNAL_MIN_BYTES and up) go to
+    external_data_file(optimized_path) instead of into the model."""
     so = ort.SessionOptions()
     for dim_name, value in (free_dims or {}).items():
         so.add_free_dimension_override_by_name(str(dim_name), int(value))
@@ -130,6 +150,9 @@ def session_options(opt_level="all", optimized_path=None, profile_prefix=None, t
         so.intra_op_num_threads = int(threads)
     if optimized_path is not None:
         so.optimized_model_filepath = str(optimized_path)
+        if external_initializers:
+            so.add_session_config_entry(EXTERNAL_FILE_KEY, external_data_file(optimized_path).name)
+            so.add_session_config_entry(EXTERNAL_MIN_KEY, str(EXTERNAL_MIN_BYTES))
     if profile_prefix is not None:
         so.enable_profiling = True
         so.profile_file_prefix = str(profile_prefix)
@@ -143,16 +166,33 @@ def make_session(model, device: str, opt_level="all", optimized_path=None, profi
     name = model if isinstance(model, (str, Path)) else "<in-memory model>"
     if isinstance(model, (str, Path)) and not Path(model).exists():
         raise HaseError("file not found", model)
-    so = session_options(opt_level, optimized_path, profile_prefix, threads, free_dims=free_dims)
+    options = dict(opt_level=opt_level, optimized_path=optimized_path, profile_prefix=profile_prefix,
+                   threads=threads, free_dims=free_dims)
     providers = _providers(device, device_id, cuda_options)
     src = str(model) if isinstance(model, (str, Path)) else model
     try:
-        sess = ort.InferenceSession(src, so, providers=providers)
+        sess = open_session(src, providers, options)
     except Exception as e:  # InvalidGraph, InvalidProtobuf, NotImplemented, Fail...
         raise HaseError(_ort_cause(e), name)
     if device == "cuda" and sess.get_providers()[0] != "CUDAExecutionProvider":
         raise HaseError("CUDA EP did not load for this session", name)
     return sess
+
+
+def open_session(src, providers, options: dict, **kwargs) -> ort.InferenceSession:
+    """ort.InferenceSession(src, session_options(**options), providers, **kwargs). When ORT cannot write the optimized
+    model (options' optimized_path) because it is over protobuf's 2 GB, the session is made once more with the
+    model's initializers in external_data_file(optimized_path). ORT's exceptions pass through."""
+    try:
+        return ort.InferenceSession(src, session_options(**options), providers=providers, **kwargs)
+    except Exception as e:  # ORT raises several types; only the failed save of the optimized model is retried
+        if options.get("optimized_path") is None or TOO_BIG_TO_SAVE not in str(e):
+            raise
+    logging.getLogger("hase.ort_session").info(
+        "%s: optimized model over protobuf's 2 GB; its initializers go to %s", options["optimized_path"],
+        external_data_file(options["optimized_path"]).name)
+    return ort.InferenceSession(src, session_options(**options, external_initializers=True), providers=providers,
+                                **kwargs)
 
 
 def _ort_cause(e: Exception) -> str:

@@ -6,7 +6,7 @@
 # Runs long: start it detached, then poll; each poll packs what is done into $OUT (at most 8 files):
 #   source .device/activate.sh && setsid nohup bash benchmark/run_gpu_corpus.sh /tmp/job > /tmp/job.out 2>&1 &
 #   bash benchmark/gpu_corpus_wait.sh /tmp/job 540 $OUT
-# Env: LABELS_ONLY (0; 1: no trace, CLEAN_SESSIONS label sessions per model from benchmark/clean_labels.py), SESSIONS (2), CLEAN_SESSIONS (0 = SESSIONS; more: extra label-only sessions in a process that never profiles), RECORDS (0|1), SPLIT (all|train|exam), WORKERS (14 export processes), RECORD_PROCS (6),
+# Env: LABELS_ONLY (0; 1: no trace, CLEAN_SESSIONS label sessions per model from benchmark/clean_labels.py), SESSIONS (2), CLEAN_SESSIONS (0 = SESSIONS; more: extra label-only sessions in a process that never profiles), RECORDS (0|1), SPLIT (all|train|exam|none: ANCHORS alone), WORKERS (14 export processes), RECORD_PROCS (6),
 #      EXAM_SESSIONS (0; > 0: the exam models first, in that many sessions, then everything in SESSIONS),
 #      ANCHORS ("": a YAML list of training architectures exported and traced beside SPLIT's models, e.g.
 #      "[resnet50, mobilenet_v2, vit_b_16, cnn_mobile-s1, vit-s2, encoder-s1, hybrid-s1, unet-s0]": a machine that
@@ -26,7 +26,9 @@ echo "stage machine $(el)"
 import importlib; t=importlib.util.find_spec('timm'); print('ort', o.__version__, o.get_available_providers(), 'torch', torch.__version__, 'timm', __import__('timm').__version__ if t else None)"; } > "$JOB/machine.txt" 2>&1
 cat "$JOB/machine.txt"
 echo "stage export $(el)"
-python3 model_zoo/build_corpus.py --set "split=${SPLIT:-all}" --set "workers=${WORKERS:-14}" 2>&1 | grep -E "failed|done|error"
+if [ "${SPLIT:-all}" != none ]; then  # none: only ANCHORS (e.g. re-tracing a list of training architectures)
+  python3 model_zoo/build_corpus.py --set "split=${SPLIT:-all}" --set "workers=${WORKERS:-14}" 2>&1 | grep -E "failed|done|error"
+fi
 if [ -n "${ANCHORS:-}" ]; then
   python3 model_zoo/build_corpus.py --set "archs=$ANCHORS" --set "workers=${WORKERS:-14}" 2>&1 | grep -E "failed|done|error"
 fi

@@ -399,7 +399,8 @@ def one_session(model_path: Path, device: str, cfg: dict, idx: int, label: dict,
         for n in nodes:
             node_rows.append({"model": model_path.stem, "session": idx, "node": n, "op": ops_of[n],
                               "kernel_id": label.get(n, ""), "host_us": ort_us[n], "host_ort_us": ort_us[n],
-                              "gpu_us": 0.0, "gpu_kernel_sum_us": 0.0, "gpu_idle_before_us": 0.0, "launches": 0, "kernel_names": ""})
+                              "gpu_us": 0.0, "gpu_kernel_sum_us": 0.0, "gpu_idle_before_us": 0.0, "launches": 0,
+                              "kernel_names": ""})
         if want_trace:
             med = sorted(runs, key=lambda r: r["model_run_us"])[len(runs) // 2]
             timeline = cpu_timeline(model_path.stem, med, label)

@@ -77,7 +77,8 @@ def overlap_corrected(sessions: pd.DataFrame, nodes: pd.DataFrame, log=None) -> 
     the summed kernel durations. Where a session's Σ node gpu_us exceeds its GPU busy time (the union over all its
     kernels) kernels overlapped: cuDNN's per-group kernels of grouped and long depthwise convs (45 corpus models,
     up to 7x). The excess comes off the nodes that launched more than one kernel, the largest first down to a
-    common level, none below one kernel's share. An estimate: traces with gpu_kernel_sum_us (per-node unions) need none."""
+    common level, none below one kernel's share. An estimate: traces with gpu_kernel_sum_us (per-node unions) need
+    none."""
     if "gpu_busy_us" not in sessions or nodes.empty:
         return nodes
     nodes = nodes.copy()

@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 from hase.utils.errors import HaseError  # noqa: E402
 
 PY = sys.executable
-FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+FUZZ = settings(max_examples=int(os.environ.get("HASE_FUZZ_EXAMPLES", 40)), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                          HealthCheck.too_slow])
 CPU_FIELDS = ["CPU_UTIL_PCT", "CPU_FREQ_MHZ", "MEM_USED_MB", "LOAD_AVG_1M"]
 
@@ -224,3 +224,50 @@ def test_a_line_break_in_the_source_stays_one_line():
         resolve(DEFAULTS, None, ["nope=\n"])
     one_line(e.value)
     assert "nope" in str(e.value)
+
+
+# ---- the prediction service's request bodies -------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def service():
+    pytest.importorskip("fastapi")
+    pytest.importorskip("httpx")
+    from fastapi.testclient import TestClient
+    from hase.graph_model.dag_critical_path import records_in_file
+    from hase.service import create_app
+    rec = records_in_file(str(REPO / "ort_analysis" / "ort_kernel_record" / "nvidia-h200" / "records.json.xz"))
+    return TestClient(create_app("", "nvidia-h200"), raise_server_exceptions=False), rec["resnet18_bs1_224x224"]
+
+
+BODY_KEY = st.sampled_from(["target", "analysis_id", "record", "load", "prometheus", "options", "breakdown",
+                            "candidates", "colour"])
+
+
+def mutated_record(rec, draw_kernel_keys, value):
+    """The real record with some of its first kernel's keys dropped or given a random value."""
+    k0 = dict(rec["kernels"][0])
+    for k in draw_kernel_keys:
+        if value is None:
+            k0.pop(k, None)
+        else:
+            k0[k] = value
+    return dict(rec, kernels=[k0] + rec["kernels"][1:])
+
+
+@pytest.mark.xfail(reason="issue 26 item 13, open: a record whose kernel lacks 'id'/'type' or holds a string for "
+                          "'inputs'/'outputs'/'attributes' is a 500 'internal error: KeyError ...', not a 422 naming "
+                          "record (the service has no record schema check yet)", strict=False)
+@FUZZ
+@given(body=st.one_of(JSON, st.dictionaries(BODY_KEY, JSON, max_size=4)),
+       keys=st.lists(st.sampled_from(["id", "type", "op_type", "inputs", "outputs", "attributes", "flops", "bytes_read",
+                                     "bytes_written", "category", "ep", "signature", "weight_shapes"]), max_size=3),
+       value=st.one_of(st.none(), JSON), use_record=st.booleans(), path=st.sampled_from(["/v1/predict", "/v1/place"]))
+def test_service_request_bodies(service, body, keys, value, use_record, path):
+    """Item 13, the service: any JSON body is an answer or an error naming its field (4xx, one line), never a 500."""
+    client, rec = service
+    if use_record and isinstance(body, dict):
+        body = dict(body, record=mutated_record(rec, keys, value))
+    r = client.post(path, content=json.dumps(body, allow_nan=True), headers={"content-type": "application/json"})
+    assert r.status_code < 500 or r.status_code == 501, (r.status_code, r.text[:300])
+    if r.status_code >= 400:
+        err = r.json()
+        assert "\n" not in err["error"] and "internal error" not in err["error"], err

@@ -93,6 +93,56 @@ def load_record(path) -> dict:
     return rec
 
 
+_KERNEL_STR = ("id", "type")                       # required: the DAG and the predictors key on them
+_KERNEL_OPT_STR = ("op_type", "category", "ep", "signature", "domain", "node_name")
+_KERNEL_NUM = ("flops", "bytes_read", "bytes_written")
+
+
+def check_record(rec, where: str = "record") -> None:
+    """The shape of a phase 2 record a caller hands in (API, service): what the DAG, the features and the node
+    model read, with the right types; else one HaseError naming the field (record.kernels[3].inputs[0].shape: ...).
+    Records Hase wrote itself are not checked again."""
+    if not isinstance(rec, dict) or not isinstance(rec.get("kernels"), list):
+        raise HaseError(f"{where}: not a phase 2 record (needs a 'kernels' list)")
+    for i, k in enumerate(rec["kernels"]):
+        at = f"{where}.kernels[{i}]"
+        if not isinstance(k, dict):
+            raise HaseError(f"{at}: not an object")
+        for f in _KERNEL_STR:
+            if not isinstance(k.get(f), str) or not k[f]:
+                raise HaseError(f"{at}.{f}: missing or not a string")
+        for f in _KERNEL_OPT_STR:
+            if f in k and k[f] is not None and not isinstance(k[f], str):
+                raise HaseError(f"{at}.{f}: not a string")
+        for f in _KERNEL_NUM:
+            v = k.get(f)
+            if f in k and v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or
+                                             not math.isfinite(v) or v < 0):
+                raise HaseError(f"{at}.{f}: not a number >= 0 ({v!r})")
+        if "attributes" in k and k["attributes"] is not None and not isinstance(k["attributes"], dict):
+            raise HaseError(f"{at}.attributes: not an object")
+        if "weight_shapes" in k and k["weight_shapes"] is not None and not isinstance(k["weight_shapes"], list):
+            raise HaseError(f"{at}.weight_shapes: not a list")
+        for f in ("inputs", "outputs"):
+            ts = k.get(f, [])
+            if ts is None:
+                continue
+            if not isinstance(ts, list):
+                raise HaseError(f"{at}.{f}: not a list")
+            for j, t in enumerate(ts):
+                if t is None:
+                    continue
+                if not isinstance(t, dict):
+                    raise HaseError(f"{at}.{f}[{j}]: not an object or null")
+                shp = t.get("shape")
+                if shp is not None and (not isinstance(shp, list) or
+                                        any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in shp)):
+                    raise HaseError(f"{at}.{f}[{j}].shape: not a list of sizes >= 0")
+                for g in ("dtype", "role", "name"):
+                    if t.get(g) is not None and not isinstance(t[g], str):
+                        raise HaseError(f"{at}.{f}[{j}].{g}: not a string")
+
+
 def io_bytes(tensors) -> int:
     return sum(nbytes(t.get("shape") or [], t.get("dtype") or "float32") for t in tensors or [])
 

@@ -215,8 +215,8 @@ class Predictor:
 
     def _record(self, model_or_record) -> dict:
         if isinstance(model_or_record, dict):
-            if not isinstance(model_or_record.get("kernels"), list):
-                raise HaseError("record has no 'kernels' list")
+            from hase.graph_model.dag_critical_path import check_record
+            check_record(model_or_record)
             return model_or_record
         path = Path(model_or_record)
         name = path.name.lower()

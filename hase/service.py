@@ -199,8 +199,13 @@ def create_app(default_prometheus: str = "", default_target: str = "nvidia-h200"
                 raise RequestError(404, field_prefix + "analysis_id", f"analysis_id '{analysis_id}' is not known here "
                                                                       f"(analyses are cached per process: upload again)")
         elif record is not None:
-            if not isinstance(record.get("kernels"), list) or "device" not in record:
+            if not isinstance(record, dict) or not isinstance(record.get("kernels"), list) or "device" not in record:
                 raise RequestError(422, "record", "record: not a phase 2 record (needs 'kernels' and 'device')")
+            from hase.graph_model.dag_critical_path import check_record
+            try:
+                check_record(record)
+            except HaseError as e:
+                raise RequestError(422, "record", str(e))
             rec = ANALYSES.get(record_key(record)) or ANALYSES[remember(record)]
         else:
             raise RequestError(422, "analysis_id", "analysis_id or record is required (or upload `model`)")

@@ -253,9 +253,6 @@ def mutated_record(rec, draw_kernel_keys, value):
     return dict(rec, kernels=[k0] + rec["kernels"][1:])
 
 
-@pytest.mark.xfail(reason="issue 26 item 13, open: a record whose kernel lacks 'id'/'type' or holds a string for "
-                          "'inputs'/'outputs'/'attributes' is a 500 'internal error: KeyError ...', not a 422 naming "
-                          "record (the service has no record schema check yet)", strict=False)
 @FUZZ
 @given(body=st.one_of(JSON, st.dictionaries(BODY_KEY, JSON, max_size=4)),
        keys=st.lists(st.sampled_from(["id", "type", "op_type", "inputs", "outputs", "attributes", "flops", "bytes_read",

@@ -249,3 +249,19 @@ def test_a_long_grouped_conv1d_is_named_as_a_risk(records):
     warns = [w for w in p.predict(rec).warnings if "channel group" in w]
     assert len(warns) == 1 and "1 grouped or depthwise Conv1d node(s)" in warns[0]
     assert "longest 64, 256 groups" in warns[0]
+
+
+def test_a_malformed_record_is_one_error_naming_the_field(records):
+    """A record handed to the API is checked where it enters (graph_model.check_record): a wrong type is one
+    HaseError naming the field, not a KeyError deep in the features."""
+    import copy
+    import hase
+    p = hase.load_predictor("nvidia-h200")
+    rec = copy.deepcopy(records["resnet50_bs16_224x224"])
+    rec["kernels"][2]["inputs"] = "x"
+    with pytest.raises(HaseError, match=r"record\.kernels\[2\]\.inputs: not a list"):
+        p.predict(rec)
+    rec = copy.deepcopy(records["resnet50_bs16_224x224"])
+    del rec["kernels"][0]["id"]
+    with pytest.raises(HaseError, match=r"record\.kernels\[0\]\.id: missing"):
+        p.predict(rec)

@@ -132,7 +132,9 @@ def create_app(default_prometheus: str = "", default_target: str = "nvidia-h200"
         options: dict | None = None
 
     def error(status, field, message):
-        return JSONResponse({"error": message, "field": field}, status_code=status)
+        # one line whatever a client sent: a field name or value may hold line breaks (echoed, escaped)
+        one = lambda t: str(t).replace("\r", "\\r").replace("\n", "\\n")  # noqa: E731
+        return JSONResponse({"error": one(message), "field": one(field)}, status_code=status)
 
     @app.exception_handler(RequestValidationError)
     async def on_validation(request: Request, exc: RequestValidationError):

@@ -228,9 +228,10 @@ def spread_words(res: dict) -> str:
     measured = not str(res.get("spread_source", "none")).startswith("none")
     mixture = res.get("interference_model") == "run_share" and res["neighbour_busy"] > 0
     rng = f"{res['p10_ms']:.3f}-{res['p90_ms']:.3f} ms"
-    if measured:
+    wide = f"{res['p90_ms']:.3f}" != f"{res['p10_ms']:.3f}"   # a zero-width spread says nothing
+    if measured and wide:
         return f"p10-p90 across {'runs and fresh sessions' if mixture else 'fresh sessions'} {rng}"
-    if res["p90_ms"] > res["p10_ms"]:
+    if wide and res["p90_ms"] > res["p10_ms"]:
         return f"p10-p90 across runs (time slicing) {rng}; no session-to-session spread measured for this machine"
     return "no spread measured for this machine"
 

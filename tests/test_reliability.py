@@ -313,3 +313,15 @@ def test_cpu_ep_words_for_the_absent_launch_wait():
     assert "CPU-metrics-only prediction" in warning and "DCGM" not in warning
     _, _, warning = launch_wait({"DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.1}, "local sampling", 60.0, time.time(), "cuda")
     assert "absent from local sampling: DCGM-only prediction" in warning
+
+
+def test_spread_words_say_no_spread_where_there_is_none():
+    """Issue 26 item 9: 'p10-p90 across fresh sessions 3.246-3.246' said nothing; a zero-width spread, measured or
+    not, reads 'no spread measured for this machine'."""
+    from hase.inference.runtime import spread_words
+    base = {"interference_model": None, "neighbour_busy": 0.0}
+    measured = dict(base, spread_source="measured across fresh sessions (host dispatch and copy terms)")
+    assert spread_words(dict(measured, p10_ms=3.1, p90_ms=3.4)) == "p10-p90 across fresh sessions 3.100-3.400 ms"
+    assert spread_words(dict(measured, p10_ms=3.246, p90_ms=3.2461)) == "no spread measured for this machine"
+    assert spread_words(dict(base, spread_source="none (timeline model without a measured spread)", p10_ms=3.246,
+                             p90_ms=3.246)) == "no spread measured for this machine"

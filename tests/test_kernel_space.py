@@ -202,9 +202,11 @@ def test_runner_times_each_kernel_separately(packed):
     # per-kernel, not the pack split evenly: a 134 MFLOP Gemm is far slower than a 16-element Relu
     lat = df.set_index("Kernel_ID")["latency_ms"]
     assert lat[kernel_id(gemm(256, 512, 512))] > 20 * lat[kernel_id(relu(4))]
-    # the packs' kernels fit in the pack's plain run time (Σ node times <= wall of the pack)
+    # the packs' kernels fit in the pack's plain run time (Σ node times <= wall of the pack). 3x, not 1x: on a
+    # 2-core machine shared with two other busy processes the sum read 1.53x once (session 17); the bug this
+    # guards against (the pack's time given to each of its 12 kernels) reads 12x
     for _, g in df.groupby("pack"):
-        assert g["latency_ms"].sum() <= g["pack_wall_ms"].iloc[0] * 1.5
+        assert g["latency_ms"].sum() <= g["pack_wall_ms"].iloc[0] * 3
     tp = json.loads((packed["out"] / "throughput.json").read_text())["last"]
     assert tp["kernels_measured"] == len(ids) and tp["kernels_per_s"] > 0 and tp["packs"] == df["pack"].nunique()
     assert "kernel measurements/s" in packed["log"]

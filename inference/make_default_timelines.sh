@@ -2,7 +2,7 @@
 # CPU (no GPU), ~1 min: the shipped default timeline model of each GPU, on its shipped all-data kernel predictor
 # (training/predictors/<gpu>, `hase build-predictor --gpu <gpu>`), the same measured terms as the judged ones:
 #   H200: the corpus timeline (inference/fit_corpus_timeline.py: node model learned on the corpus's training split;
-#         fitted on the v8 training split (exam v7 joined; node GPU time as the union of its kernels): out of fold 14.0% (the v7 fit 12.9%: on the same 1,480 models 13.5% vs 12.9%, without ssm 12.1% both); the v7 fit scored exam v7 26.5% (wav2vec 120%, ssm 208%), the v6 fit exam v6 14.4%, the v5 fit exam v5 23.5% (rnn 93.7%), exam v4 11.2%, exam v3 13.3%; v1: 12.3% against 18.8% for the kernel-space default before it, inference/results/nvidia-h200/exam_v3/), then
+#         fitted on the v9 training split (exams v7 and v8 joined, 1,992 models of 671 architectures; node GPU time as the union of its kernels, the 34 overlap architectures re-traced): out of fold 12.9%; the v8-split fit scored exam v8 15.4% (270 models, dlrm 59%), the v7 fit exam v7 26.5% (wav2vec 120%, ssm 208%), the v6 fit exam v6 14.4%, the v5 fit exam v5 23.5% (rnn 93.7%), exam v4 11.2%, exam v3 13.3%; v1: 12.3% against 18.8% for the kernel-space default before it, inference/results/nvidia-h200/exam_v3/), then
 #         run-level interference fitted on the training neighbours (fit_interference.py)
 #         -> inference/results/nvidia-h200/default/   (what `hase predict --gpu nvidia-h200` reads)
 #         (the kernel-space route, fit_measured_timeline on training/predictors/nvidia-h200, stays in default_measured/

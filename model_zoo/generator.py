@@ -106,6 +106,27 @@ same configs on any machine. Families (each with its own parameter ranges, FAMIL
                in the concatenated table after row offsets are added; ReduceSum over L), pairwise dot products of
                the stacked [B, T + 1, D] by MatMul, the upper triangle by a constant-index Gather (or all of it),
                Concat with the dense vector, a top MLP and Sigmoid; batches 1, 64-512 and 1024-2048
+  vocoder      neural vocoder (HiFi-GAN/MelGAN-like) over a mel spectrogram [B, S, 80] (size: S 32-256 frames,
+               transposed to [B, 80, S] inside): a Conv1d pre-net of kernel 7 (zero or reflection padding), 2-4 up
+               stages of LeakyReLU + ConvTranspose1d (stride 2/4/8, kernel 2 x stride; hop 64-512), widths halving
+               from 128-512 (at least 16), each followed by HiFi-GAN's multi-receptive-field fusion (residual blocks
+               of dilated Conv1d, kernels 3/7/11, dilations 1/3/5, two convs per dilation (v1) or one (v2),
+               averaged) or MelGAN's residual stack (kernel 3, dilations 1/3/9, 1x1 shortcut convs), a Conv1d of
+               kernel 7 to one channel and Tanh: [B, 1, S x hop]; sizes over ~100 GFLOP at batch 1 are left out
+  superres     image super-resolution over [B, 3, H, W] (size: H = W 32-256, the output 2x or 4x it, at most 512):
+               a 3x3 head conv, 4-16 residual blocks of width 32-128 (conv-ReLU-conv, residual scaling 0.1 or
+               none): EDSR (optional channel attention: global average pool, 1x1 convs, Sigmoid) or RCAN (2-4
+               residual groups of channel-attention blocks, a closing conv and a skip each), a long skip from the
+               head; per x2 a conv to 4C + PixelShuffle (DepthToSpace) or a nearest/bilinear Resize + conv + ReLU;
+               a 3x3 tail conv to RGB, optionally + the input upsampled by a bilinear or bicubic Resize; sizes over
+               ~100 GFLOP at batch 1 are left out
+  gnn          graph neural network over a dense graph packed into ONE float tensor [B, N, F_in + N] (size: N 32-512
+               nodes; F_in 16-128 node features, then the adjacency, sliced inside: edges where the value exceeds
+               0.5-2.0 (Greater, Cast), self-loops by Max with the identity): 2-6 layers of hidden 32-256, GCN
+               (degree by ReduceSum, Pow -0.5, Mul: D^-1/2 (A + I) D^-1/2 @ X @ W; optionally weighted edges) or
+               GAT-like (1-8 heads, additive a^T [Wh_i || Wh_j] scores with LeakyReLU or scaled dot products, masked
+               by Where or an additive -1e9, Softmax over the neighbours), ReLU/ELU, optional LayerNorm/BatchNorm
+               and residual, then mean/max over the nodes + MLP to 2-40 classes, or per-node logits
 Configs: batch 1 always, one batch of 4-16 and one of 32-64 (dlrm: 64-512 and 1024-2048), each at a size the
 family allows; a config whose forward pass exceeds `max_gflop` is run at a smaller batch (so one run stays under
 ~30 ms on an H200).
@@ -124,14 +145,15 @@ from hase.utils import paths  # noqa: E402
 from hase.utils.errors import HaseError  # noqa: E402
 
 CNN = ("cnn_plain", "cnn_mobile", "cnn_grouped")  # _build_cnn builds these (unet, fpn, convnext, tcn, dense, gan,
-# yolo, video3d, deeplab: CNNs built apart)
+# yolo, video3d, deeplab, vocoder, superres: CNNs built apart)
 # new families go at the end: a family's index seeds its specs and weights, so appending keeps the others' as they are
 FAMILIES = ("cnn_plain", "cnn_mobile", "cnn_grouped", "vit", "swin", "hybrid", "mixer", "encoder",
             "pvt", "decoder", "unet", "conformer", "fpn", "convnext", "tcn", "perceiver", "dense", "rnn", "linattn",
-            "ssm", "gan", "moe", "detr", "yolo", "pointnet", "wav2vec", "video3d", "deeplab", "dlrm")
-# families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's mel bins, a tcn's, an
-# rnn's or an ssm's C_in)
-SEQUENCE = ("encoder", "decoder", "conformer", "tcn", "rnn", "ssm")
+            "ssm", "gan", "moe", "detr", "yolo", "pointnet", "wav2vec", "video3d", "deeplab", "dlrm", "vocoder",
+            "superres", "gnn")
+# families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's or a vocoder's mel bins,
+# a tcn's, an rnn's or an ssm's C_in)
+SEQUENCE = ("encoder", "decoder", "conformer", "tcn", "rnn", "ssm", "vocoder")
 MID_BATCHES, BIG_BATCHES = (4, 8, 16), (32, 64)
 
 
@@ -434,6 +456,77 @@ def arch_spec(family: str, seed: int) -> dict:
                  top=_pick(r, [[512, 256], [1024, 1024, 512, 256], [256, 128], [512, 512, 256]]),
                  interaction=_pick(r, ["triangle", "triangle", "flatten"]), self_dot=bool(r.random() < 0.3))
         sizes = [1, 1, 2, 4, 8]  # lookups per table (1: one-hot, as Criteo)
+    elif family == "vocoder":
+        # a neural vocoder over a mel spectrogram [B, S, 80] (size: S frames; transposed to [B, 80, S] inside): a
+        # Conv1d pre-net of kernel 7, 2-4 up stages (a ConvTranspose1d of stride u in 2/4/8 and kernel 2u, widths
+        # halving from 128-512, at least 16), each followed by HiFi-GAN's multi-receptive-field fusion (a residual
+        # block per kernel 3/7/11 of dilated convs, averaged) or MelGAN's residual stack (kernel 3, dilations 1, 3,
+        # 9, 1x1 shortcut convs), a Conv1d of kernel 7 to one channel and Tanh: a waveform of S x hop samples
+        kind = _pick(r, ["hifigan", "hifigan", "melgan"])
+        stages = int(r.integers(2, 5))
+        hop = _pick(r, [h for h in (64, 128, 256, 256, 512) if 2 ** stages <= h <= 8 ** stages])
+        logs = [1] * stages  # log2 of each stride (1-3): hop = 2 ** sum, the big strides first as in HiFi-GAN
+        for _ in range(int(math.log2(hop)) - stages):
+            i = _pick(r, [j for j in range(stages) if logs[j] < 3])
+            logs[i] += 1
+        s.update(kind=kind, mels=80, width=_pick(r, [128, 192, 256, 384, 512]), hop=hop,
+                 strides=sorted((2 ** v for v in logs), reverse=True), pad=_pick(r, ["zeros", "reflect"]))
+        if kind == "hifigan":  # ResBlock1 (v1): two convs per dilation; ResBlock2 (v2): one
+            s.update(block=_pick(r, ["v1", "v1", "v2"]), kernels=_pick(r, [[3, 7, 11], [3, 7, 11], [3, 7], [3, 11]]),
+                     dilations=_pick(r, [[1, 3, 5], [1, 3, 5], [1, 3]]))
+        else:
+            s.update(kernels=[3], dilations=[1, 3, 9])
+        # batch-1 FLOPs per frame (2 per multiply-add): the sizes keep one frame-batch under ~100 GFLOP
+        c, n, per = s["width"], 1, 2 * 7 * 80 * s["width"]
+        convs = (2 if s.get("block") == "v1" else 1) * len(s["dilations"]) * sum(s["kernels"])
+        for u in s["strides"]:
+            co, n = max(c // 2, 16), n * u
+            per += 2 * n * c * co * 2 + 2 * n * co * co * (convs if kind == "hifigan" else 5 * 3)
+            c = co
+        per += 2 * n * c * 7
+        sizes = [z for z in (32, 48, 64, 96, 128, 160, 192, 256) if z == 32 or z * per <= 100e9]
+    elif family == "superres":
+        # image super-resolution over [B, 3, H, W] (size: H = W) to x2 or x4: EDSR (residual blocks conv-ReLU-conv,
+        # scaled by 0.1 or not, optionally with channel attention) or RCAN (residual groups of channel-attention
+        # blocks, a conv closing each group, a skip around each), a long skip from the head; the upsampler a conv
+        # to 4C + PixelShuffle (DepthToSpace) per x2 or a nearest/bilinear Resize + conv + ReLU per x2; optionally a
+        # global skip adding the input upsampled by a bilinear or bicubic Resize
+        kind = _pick(r, ["edsr", "edsr", "rcan"])
+        width, blocks, scale = _pick(r, [32, 48, 64, 96, 128]), int(r.integers(4, 17)), _pick(r, [2, 2, 4])
+        s.update(kind=kind, width=width, scale=scale, up=_pick(r, ["shuffle", "shuffle", "nearest", "bilinear"]),
+                 res_scale=_pick(r, [0.1, 1.0]), reduction=_pick(r, [4, 8, 16]),
+                 global_skip=_pick(r, ["none", "none", "bilinear", "bicubic"]))
+        if kind == "rcan":  # 2-4 groups of at least 2 blocks, every block with channel attention
+            groups = _pick(r, [2, 3, 4])
+            s.update(groups=[max(2, blocks // groups)] * groups, attention=True)
+        else:
+            s.update(groups=[blocks], attention=bool(r.random() < 0.3))
+        # batch-1 multiply-adds per input pixel: head, blocks (2 3x3 convs each), group and body closing convs,
+        # the upsampler (36 C^2 per x2 stage at its input's pixels), the tail; the sizes keep one image under
+        # ~100 GFLOP and the output at most 512 x 512
+        nb, ng = sum(s["groups"]), len(s["groups"]) if kind == "rcan" else 0
+        macs = 27 * width + (18 * nb + 9 * ng + 9) * width ** 2 + 36 * width ** 2 * (1 if scale == 2 else 5)
+        macs += 27 * width * scale ** 2
+        sizes = [z for z in (32, 48, 64, 96, 128, 160, 192, 256)
+                 if z * scale <= 512 and (z == 32 or 2 * macs * z * z <= 100e9)]
+    elif family == "gnn":
+        # a graph neural network over a dense graph packed into ONE float input [B, N, F_in + N] (size: N nodes; the
+        # first F_in columns are the node features, the other N the adjacency, sliced inside the model: an edge
+        # where the value exceeds a threshold of 0.5-2.0, self-loops added): GCN layers (D^-1/2 (A + I) D^-1/2 X W,
+        # the degree by ReduceSum and Pow -0.5; optionally the edges weighted by their excess over the threshold)
+        # or GAT-like layers (1-8 heads; additive scores a_src.Wh_i + a_dst.Wh_j, i.e. a^T [Wh_i || Wh_j], with
+        # LeakyReLU 0.2, or scaled dot products; masked by Where or an additive -1e9; Softmax over the neighbours)
+        conv = _pick(r, ["gcn", "gat"])
+        s.update(conv=conv, f_in=_pick(r, [16, 32, 64, 100, 128]), hidden=_pick(r, [32, 64, 128, 256]),
+                 layers=int(r.integers(2, 7)), act=_pick(r, ["relu", "elu"]), residual=bool(r.random() < 0.5),
+                 norm=_pick(r, ["none", "none", "ln", "bn"]), threshold=_pick(r, [0.5, 1.0, 1.5, 2.0]),
+                 readout=_pick(r, ["mean", "max", "node"]), classes=int(r.integers(2, 41)))
+        if conv == "gcn":
+            s.update(weighted=bool(r.random() < 0.3))
+        else:
+            s.update(heads=_pick(r, [1, 2, 4, 8]), score=_pick(r, ["additive", "additive", "dot"]),
+                     mask=_pick(r, ["where", "additive"]))
+        sizes = [32, 64, 96, 128, 192, 256, 384, 512]  # nodes
     else:  # perceiver
         stem = _pick(r, ["patch", "conv"])
         patch = _pick(r, [4, 8, 16] if stem == "conv" else [4, 6, 8, 12, 14, 16])  # conv: log2(patch) stride-2 convs
@@ -1193,6 +1286,12 @@ def _build(spec: dict, size: int, M: dict, g):
         model = _build_deeplab(spec, size)
     elif fam == "dlrm":
         model = _build_dlrm(spec, size)
+    elif fam == "vocoder":
+        model = _build_vocoder(spec)
+    elif fam == "superres":
+        model = _build_superres(spec)
+    elif fam == "gnn":
+        model = _build_gnn(spec, size)
     elif fam == "torchvision":
         from hase.model_zoo.torchvision_exporter import build_torch_model
         return build_torch_model(spec["arch"], size)
@@ -2505,9 +2604,244 @@ def _build_dlrm(s, size):
     return DLRM()
 
 
+def _build_vocoder(s):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    hifi = s["kind"] == "hifigan"
+    slope = 0.1 if hifi else 0.2  # HiFi-GAN's LeakyReLU slope, MelGAN's
+
+    def conv(ci, co, k, dil=1):  # a 'same' Conv1d: zero padding in the Conv, or a reflection Pad node before it
+        p = dil * (k - 1) // 2
+        if s["pad"] == "reflect" and p:
+            return nn.Sequential(nn.ReflectionPad1d(p), nn.Conv1d(ci, co, k, dilation=dil))
+        return nn.Conv1d(ci, co, k, padding=p, dilation=dil)
+
+    class HiFiRes(nn.Module):
+        """HiFi-GAN's ResBlock1 (per dilation: LeakyReLU, dilated kxk conv, LeakyReLU, kxk conv, + x) or ResBlock2
+        (per dilation: LeakyReLU, dilated conv, + x)."""
+        def __init__(self, c, k):
+            super().__init__()
+            self.c1 = nn.ModuleList([conv(c, c, k, d) for d in s["dilations"]])
+            self.c2 = nn.ModuleList([conv(c, c, k) for _ in s["dilations"]]) if s["block"] == "v1" else None
+
+        def forward(self, x):
+            for i, c1 in enumerate(self.c1):
+                y = c1(F.leaky_relu(x, slope))
+                if self.c2 is not None:
+                    y = self.c2[i](F.leaky_relu(y, slope))
+                x = x + y
+            return x
+
+    class MRF(nn.Module):
+        """Multi-receptive-field fusion: one residual block per kernel size, their outputs averaged."""
+        def __init__(self, c):
+            super().__init__()
+            self.blocks = nn.ModuleList([HiFiRes(c, k) for k in s["kernels"]])
+
+        def forward(self, x):
+            y = self.blocks[0](x)
+            for b in self.blocks[1:]:
+                y = y + b(x)
+            return y / len(self.blocks)
+
+    class MelStack(nn.Module):
+        """MelGAN's residual stack: per dilation 1, 3, 9: LeakyReLU, dilated 3-tap conv, LeakyReLU, 1x1 conv, plus
+        a 1x1 conv shortcut."""
+        def __init__(self, c):
+            super().__init__()
+            self.body = nn.ModuleList([nn.Sequential(nn.LeakyReLU(slope), conv(c, c, 3, d), nn.LeakyReLU(slope),
+                                                     nn.Conv1d(c, c, 1)) for d in s["dilations"]])
+            self.short = nn.ModuleList([nn.Conv1d(c, c, 1) for _ in s["dilations"]])
+
+        def forward(self, x):
+            for body, short in zip(self.body, self.short):
+                x = short(x) + body(x)
+            return x
+
+    class Vocoder(nn.Module):
+        """[B, S, 80] -> [B, 80, S] -> Conv1d k 7 to the width -> per up stage: LeakyReLU, ConvTranspose1d (stride
+        u, kernel 2u, padding u / 2: exactly u times longer, half the width), MRF or residual stack -> LeakyReLU,
+        Conv1d k 7 to 1 channel, Tanh: [B, 1, S x hop]."""
+        def __init__(self):
+            super().__init__()
+            c = s["width"]
+            self.pre = conv(s["mels"], c, 7)
+            ups, blocks = [], []
+            for u in s["strides"]:
+                co = max(c // 2, 16)
+                ups.append(nn.ConvTranspose1d(c, co, 2 * u, u, u // 2))
+                blocks.append(MRF(co) if hifi else MelStack(co))
+                c = co
+            self.ups, self.blocks = nn.ModuleList(ups), nn.ModuleList(blocks)
+            self.post = conv(c, 1, 7)
+
+        def forward(self, x):
+            x = self.pre(x.transpose(1, 2))
+            for up, block in zip(self.ups, self.blocks):
+                x = block(up(F.leaky_relu(x, slope)))
+            return torch.tanh(self.post(F.leaky_relu(x, 0.01 if hifi else slope)))
+    return Vocoder()
+
+
+def _build_superres(s):
+    import torch.nn as nn
+    import torch.nn.functional as F
+    c = s["width"]
+
+    def conv(ci, co, k=3):
+        return nn.Conv2d(ci, co, k, 1, k // 2)
+
+    class ChannelAttention(nn.Module):
+        """RCAN's channel attention: global average pool, 1x1 conv to C / r, ReLU, 1x1 conv back, Sigmoid, Mul."""
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(c, max(c // s["reduction"], 4), 1), nn.ReLU(),
+                                    nn.Conv2d(max(c // s["reduction"], 4), c, 1), nn.Sigmoid())
+
+        def forward(self, x):
+            return x * self.fc(x)
+
+    class ResBlock(nn.Module):
+        """conv-ReLU-conv (-channel attention), scaled by res_scale (a Mul when 0.1), + x."""
+        def __init__(self):
+            super().__init__()
+            body = [conv(c, c), nn.ReLU(), conv(c, c)] + ([ChannelAttention()] if s["attention"] else [])
+            self.body = nn.Sequential(*body)
+
+        def forward(self, x):
+            y = self.body(x)
+            return x + (y * s["res_scale"] if s["res_scale"] != 1.0 else y)
+
+    class Group(nn.Module):
+        """A run of residual blocks and a closing 3x3 conv; RCAN's residual group adds a skip around it."""
+        def __init__(self, n, skip):
+            super().__init__()
+            self.body, self.skip = nn.Sequential(*[ResBlock() for _ in range(n)], conv(c, c)), skip
+
+        def forward(self, x):
+            return x + self.body(x) if self.skip else self.body(x)
+
+    class SuperRes(nn.Module):
+        """[B, 3, H, W] -> 3x3 head conv -> body (EDSR: blocks + conv; RCAN: residual groups + conv) + the head's
+        output -> per x2: conv to 4C + PixelShuffle(2), or Resize x2 (nearest/bilinear) + conv + ReLU -> 3x3 conv
+        to RGB (+ the input resized by the scale): [B, 3, scale H, scale W]."""
+        def __init__(self):
+            super().__init__()
+            rcan = s["kind"] == "rcan"
+            self.head = conv(3, c)
+            self.body = nn.Sequential(*[Group(n, rcan) for n in s["groups"]], conv(c, c)) if rcan \
+                else Group(s["groups"][0], False)
+            up = []
+            for _ in range(s["scale"].bit_length() - 1):
+                if s["up"] == "shuffle":
+                    up += [conv(c, 4 * c), nn.PixelShuffle(2)]
+                else:
+                    bilinear = s["up"] == "bilinear"
+                    up += [nn.Upsample(scale_factor=2, mode=s["up"], align_corners=False if bilinear else None),
+                           conv(c, c), nn.ReLU()]
+            self.up, self.tail = nn.Sequential(*up), conv(c, 3)
+
+        def forward(self, x):
+            y = self.head(x)
+            y = self.tail(self.up(y + self.body(y)))
+            if s["global_skip"] != "none":
+                y = y + F.interpolate(x, scale_factor=s["scale"], mode=s["global_skip"], align_corners=False)
+            return y
+    return SuperRes()
+
+
+def _build_gnn(s, size):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    n, f_in, h, gat = size, s["f_in"], s["hidden"], s["conv"] == "gat"
+    act = F.relu if s["act"] == "relu" else F.elu
+
+    class GCN(nn.Module):
+        """A_norm @ X @ W (+ b), multiplied in the cheaper order: (A X) W when the input is narrower, A (X W)
+        otherwise."""
+        def __init__(self, ci, co):
+            super().__init__()
+            self.lin, self.first = nn.Linear(ci, co), ci > co
+
+        def forward(self, x, a):
+            return a @ self.lin(x) if self.first else self.lin(a @ x)
+
+    class GAT(nn.Module):
+        """Multi-head graph attention: Wh = X W as [B, heads, N, d]; scores additive (Wh_i . a_src + Wh_j . a_dst,
+        LeakyReLU 0.2) or scaled dot products of two more projections; masked to the edges (Where, or + -1e9 off
+        them), Softmax over the neighbours, @ Wh, heads concatenated, + bias."""
+        def __init__(self, ci, co):
+            super().__init__()
+            self.hd, self.d = s["heads"], co // s["heads"]
+            self.w = nn.Linear(ci, co, bias=False)
+            if s["score"] == "additive":
+                self.a_src = nn.Parameter(torch.randn(self.hd, self.d, 1))
+                self.a_dst = nn.Parameter(torch.randn(self.hd, self.d, 1))
+            else:
+                self.qk = nn.Linear(ci, 2 * co, bias=False)
+            self.bias = nn.Parameter(torch.randn(co) * 0.1)
+
+        def forward(self, x, mask):
+            b = x.shape[0]
+            wh = self.w(x).reshape(b, n, self.hd, self.d).transpose(1, 2)                   # [B, heads, N, d]
+            if s["score"] == "additive":
+                e = F.leaky_relu(wh @ self.a_src + (wh @ self.a_dst).transpose(2, 3), 0.2)  # [B, heads, N, N]
+            else:
+                q, k = self.qk(x).reshape(b, n, 2, self.hd, self.d).permute(2, 0, 3, 1, 4)
+                e = (q @ k.transpose(2, 3)) * self.d ** -0.5
+            e = torch.where(mask, e, -1e9) if s["mask"] == "where" else e + mask
+            o = e.softmax(-1) @ wh
+            return o.transpose(1, 2).reshape(b, n, self.hd * self.d) + self.bias
+
+    class GNN(nn.Module):
+        """[B, N, F_in + N] -> node features X = [..., :F_in], adjacency A = [..., F_in:] > threshold (Greater; GCN
+        weighted: Relu(A - threshold)), self-loops by Max with the identity -> GCN: A_norm = d A d with d =
+        ReduceSum(A)^-0.5; GAT: a Bool mask (Where) or (A - 1) * 1e9 (additive) -> layers, each conv, (norm), act,
+        (+ x or a Linear of x) -> mean/max over the nodes + Linear-ReLU-Linear, or a per-node Linear."""
+        def __init__(self):
+            super().__init__()
+            dims = [f_in] + [h] * s["layers"]
+            self.convs = nn.ModuleList([(GAT if gat else GCN)(dims[i], dims[i + 1]) for i in range(s["layers"])])
+            self.norms = nn.ModuleList([nn.LayerNorm(h) if s["norm"] == "ln" else nn.BatchNorm1d(h)
+                                        for _ in range(s["layers"])]) if s["norm"] != "none" else None
+            self.res = nn.ModuleList([nn.Linear(dims[i], h, bias=False) if dims[i] != h else nn.Identity()
+                                      for i in range(s["layers"])]) if s["residual"] else None
+            if s["readout"] == "node":
+                self.head = nn.Linear(h, s["classes"])
+            else:
+                self.head = nn.Sequential(nn.Linear(h, h), nn.ReLU(), nn.Linear(h, s["classes"]))
+            self.register_buffer("eye", torch.eye(n), persistent=False)
+
+        def forward(self, inp):
+            x, raw = inp[..., :f_in], inp[..., f_in:]
+            if not gat and s["weighted"]:
+                a = torch.maximum(F.relu(raw - s["threshold"]), self.eye)
+            else:
+                a = torch.maximum((raw > s["threshold"]).float(), self.eye)
+            if gat:  # one mask for every head: [B, 1, N, N]
+                adj = (a > 0.5).unsqueeze(1) if s["mask"] == "where" else ((a - 1.0) * 1e9).unsqueeze(1)
+            else:
+                d = a.sum(-1).pow(-0.5)
+                adj = d.unsqueeze(-1) * a * d.unsqueeze(-2)
+            for i, c in enumerate(self.convs):
+                y = c(x, adj)
+                if self.norms is not None:
+                    y = self.norms[i](y) if s["norm"] == "ln" else self.norms[i](y.transpose(1, 2)).transpose(1, 2)
+                y = act(y)
+                x = y + self.res[i](x) if self.res is not None else y
+            if s["readout"] == "node":
+                return self.head(x)                                                         # [B, N, classes]
+            return self.head(x.mean(1) if s["readout"] == "mean" else x.amax(1))            # [B, classes]
+    return GNN()
+
+
 def input_shape(spec: dict, batch: int, size: int) -> tuple:
-    if spec["family"] in SEQUENCE:  # [B, S, F]: F is a conformer's mel bins, a tcn's, rnn's or ssm's C_in, else D
-        f = {"conformer": "mels", "tcn": "c_in", "rnn": "c_in", "ssm": "c_in"}.get(spec["family"], "dim")
+    if spec["family"] in SEQUENCE:  # [B, S, F]: F is a conformer's or vocoder's mel bins, a tcn's, rnn's or ssm's
+        # C_in, else D
+        f = {"conformer": "mels", "vocoder": "mels", "tcn": "c_in", "rnn": "c_in", "ssm": "c_in"}
+        f = f.get(spec["family"], "dim")
         return (batch, size, spec[f])
     if spec["family"] == "gan":  # a latent grid [B, z, s, s] or an image
         return (batch, spec["in_ch"], size, size)
@@ -2519,6 +2853,8 @@ def input_shape(spec: dict, batch: int, size: int) -> tuple:
         return (batch, 3, spec["frames"], size, size)
     if spec["family"] == "dlrm":  # dense features then `size` lookups per table, packed in one float tensor
         return (batch, 1, spec["n_dense"] + spec["tables"] * size)
+    if spec["family"] == "gnn":  # N nodes: F_in features then the N adjacency columns, packed in one float tensor
+        return (batch, size, spec["f_in"] + size)
     return (batch, 3, size, size)
 
 
@@ -2526,7 +2862,7 @@ def file_stem(spec: dict, batch: int, size: int) -> str:
     """<arch>_bs<B>_<H>x<W>; an encoder's or decoder's 'H x W' is sequence x width, a conformer's frames x mel
     bins, a tcn's, an rnn's or an ssm's time steps x input channels, a pointnet's 3 x points, a wav2vec's 1 x
     samples, a video3d's H x W (its frames are fixed per architecture), a dlrm's 1 x (dense features + tables x
-    lookups per table)."""
+    lookups per table), a vocoder's frames x 80 mel bins, a superres's H x W, a gnn's N x (F_in + N)."""
     shape = input_shape(spec, batch, size)
     return Path(paths.model_file(spec["arch"], batch, shape[-2], shape[-1])).stem
 

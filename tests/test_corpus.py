@@ -21,7 +21,8 @@ from helpers import run_script  # noqa: E402
 SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1, "hybrid": 1, "mixer": 0,
          "encoder": 2, "pvt": 7, "decoder": 6, "unet": 7, "conformer": 5, "fpn": 7, "convnext": 3,
          "tcn": 1, "perceiver": 8, "dense": 4, "rnn": 1, "linattn": 1, "ssm": 1, "gan": 1, "moe": 2, "detr": 3,
-         "yolo": 2, "pointnet": 3, "wav2vec": 7, "video3d": 6, "deeplab": 0, "dlrm": 4}
+         "yolo": 2, "pointnet": 3, "wav2vec": 7, "video3d": 6, "deeplab": 0, "dlrm": 4, "vocoder": 2, "superres": 0,
+         "gnn": 1}
 # tcn-s1: gated, LayerNorm, an uneven 'same' Pad; perceiver-s8: 2 MHA cross blocks; rnn-s1: a stride-2 Conv1d
 # front-end, 3 GRU layers, a mean head; linattn-s1: conv stem, elu+1 linear attention by MatMul; ssm-s1: 3 Mamba-like
 # blocks, a chunked scan (3 chunks of 64 at T 192); ssm-s5 (S4D, a long-convolution kernel) is exported by seed checks;
@@ -30,7 +31,9 @@ SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1,
 # yolo-s2: C2f, 2 scales, an anchor-free DFL head decoded to pixels; pointnet-s3: DGCNN, the kNN graph (TopK, Gather)
 # recomputed per EdgeConv at 256 points; wav2vec-s7: 7 strided Conv1d with GroupNorm, post-norm SDPA layers;
 # video3d-s6: C3D, 8 frames, MaxPool3d; deeplab-s0: bottleneck backbone at output stride 16, separable ASPP, bilinear
-# Resize; dlrm-s4: 7 tables in one concatenated Embedding (offsets), 4 lookups per table summed, triangle Gather
+# Resize; dlrm-s4: 7 tables in one concatenated Embedding (offsets), 4 lookups per table summed, triangle Gather;
+# vocoder-s2: MelGAN-like, 3 ConvTranspose1d (8, 8, 2), 32 frames; superres-s0: EDSR, 13 blocks scaled by 0.1, x2
+# PixelShuffle, a bilinear global skip; gnn-s1: 3 GCN layers over weighted edges (Relu(A - 0.5)), mean readout
 
 
 def test_specs_are_seeded_and_reproducible():
@@ -63,6 +66,44 @@ def test_every_family_exports_and_runs_on_cpu_ep(tmp_path):
         spec = arch_spec(e["family"], e["seed"])
         assert stem == file_stem(spec, e["batch"], e["size"])
         assert tuple(e["input_shape"]) == input_shape(spec, e["batch"], e["size"])
+
+
+@pytest.mark.parametrize("fam,seed", [("vocoder", 6), ("superres", 6), ("superres", 1), ("gnn", 5), ("gnn", 6)])
+def test_new_family_exports_runs_and_has_its_output_shape(tmp_path, fam, seed):
+    """The exam v9 held-out families at their smallest size, batch 2: the project's export path, the CPU EP, the
+    output shape each family promises (vocoder [B, 1, S x hop], superres [B, 3, scale H, scale W], gnn [B, classes] or
+    [B, N, classes]), ORT equal to PyTorch; vocoder-s6: HiFi-GAN v1 MRF; superres-s6: x4 by two bilinear Resize +
+    conv stages; superres-s1: RCAN groups with channel attention, nearest Resize, a bicubic global skip; gnn-s5:
+    8-head GAT with an additive -1e9 mask; gnn-s6: 1-head GAT masked by Where, LayerNorm, max readout."""
+    import torch
+    from hase.model_zoo.torchvision_exporter import export_one, relative_error
+    spec = arch_spec(fam, seed)
+    size, batch = 32, 2
+    model = build_model(spec, size)
+    shape = input_shape(spec, batch, size)
+    out = tmp_path / f"{file_stem(spec, batch, size)}.onnx"
+    export_one(model, batch, size, 17, out, shape=shape)
+    sess = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(seed).standard_normal(shape, dtype=np.float32)
+    y = sess.run(None, {sess.get_inputs()[0].name: x})[0]
+    if fam == "vocoder":
+        assert shape == (batch, size, 80)
+        want = (batch, 1, size * int(np.prod(spec["strides"])))
+    elif fam == "superres":
+        assert shape == (batch, 3, size, size)
+        want = (batch, 3, size * spec["scale"], size * spec["scale"])
+    else:
+        assert shape == (batch, size, spec["f_in"] + size)
+        want = (batch, size, spec["classes"]) if spec["readout"] == "node" else (batch, spec["classes"])
+    assert y.shape == want and np.isfinite(y).all()
+    with torch.no_grad():
+        ref = model(torch.from_numpy(x)).numpy()
+    assert relative_error(y, ref) <= 1e-3
+    assert np.ptp(y) > 0                             # not a constant output
+    if fam == "gnn":                                 # the adjacency columns are read as the graph: no edges differ
+        x2 = x.copy()
+        x2[..., spec["f_in"]:] = -10.0
+        assert not np.allclose(sess.run(None, {sess.get_inputs()[0].name: x2})[0], y, atol=1e-5)
 
 
 def test_committed_split_is_disjoint_and_big_enough():

@@ -39,7 +39,7 @@ from hase.inference.fit_measured_timeline import (IDLE_BUSY_MAX, clean_labels, c
                                              measured_host_table, node_medians, read_clean, read_machines,
                                              spread_factors)
 from hase.inference import machine_calibration as mc  # noqa: E402
-from hase.inference.node_model import NodeModel  # noqa: E402
+from hase.inference.node_model import NodeModel, with_context  # noqa: E402
 from hase.model_zoo.corpus import load_split  # noqa: E402
 from hase.utils import paths  # noqa: E402
 from hase.utils.config import base_parser, from_args, save_resolved  # noqa: E402
@@ -97,7 +97,7 @@ def training_rows(models: list, records: dict, per_node: pd.DataFrame) -> tuple:
     idx = per_node.set_index(["model", "node"])
     ks, g, h, owner = [], [], [], []
     for m in models:
-        for k in records[m]["kernels"]:
+        for k in with_context(records[m]["kernels"]):   # neighbours from the whole record, before any is skipped
             key = (m, k["node_name"])
             if key in idx.index:
                 row = idx.loc[key]

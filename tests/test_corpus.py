@@ -174,6 +174,33 @@ def test_node_model_names_unseen_types_and_their_share(tmp_path):
     assert isinstance(load_predictor(tmp_path / "nm"), NodeModel)   # found where a kernel predictor is
 
 
+def test_node_model_learns_a_view_ops_dispatch_from_its_neighbours():
+    """A view op between two launching nodes dispatches slower (4.5 us) than one next to another view (2.5 us):
+    the context comes from the record's execution order, in training and in prediction alike."""
+    from hase.inference.node_model import NodeModel, with_context, launchless
+    every = json.loads(lzma.decompress((REPO / "ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz")
+                                       .read_bytes()))
+    # runs of views (dlrm's Squeeze/Unsqueeze) and views between GEMMs (an encoder's Reshapes)
+    recs = [every[m] for m in sorted(every) if m.startswith(("dlrm-s0_", "encoder-s0_", "cnn_plain-s0_"))]
+    ctx = [k for r in recs for k in with_context(r["kernels"])]
+    assert any(launchless(k) for k in ctx) and not launchless({"category": "conv", "ep": "CUDAExecutionProvider"})
+    first, last = ctx[0], with_context(recs[0]["kernels"])[-1]
+    assert first["ctx_prev_launchless"] == 1.0 and last["ctx_next_launchless"] == 1.0
+
+    def truth(k):
+        if not launchless(k):
+            return 8.0
+        return 4.5 if not (k["ctx_prev_launchless"] or k["ctx_next_launchless"]) else 2.5
+    h = np.array([truth(k) for k in ctx])
+    assert (h == 4.5).any() and (h == 2.5).any()
+    nm = NodeModel().fit(ctx, np.ones(len(ctx)), h, {"n_estimators": 100, "learning_rate": 0.3})
+    # a Squeeze between two Relus, then between two Reshapes: only the neighbours differ
+    sq = next(k for r in recs for k in r["kernels"] if k["op_type"] == "Squeeze" or k["op_type"] == "Reshape")
+    relu = next(k for r in recs for k in r["kernels"] if not launchless(k))
+    view = dict(sq)
+    _, between_launches = nm.predict([relu, sq, relu])
+    _, between_views = nm.predict([view, sq, view])
+    assert between_launches[1] == pytest.approx(4.5, abs=0.4) and between_views[1] == pytest.approx(2.5, abs=0.4)
 
 
 def test_node_model_prices_a_recurrent_node_per_step():

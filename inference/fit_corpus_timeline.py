@@ -39,7 +39,7 @@ from hase.inference.fit_measured_timeline import (IDLE_BUSY_MAX, clean_labels, c
                                              measured_host_table, node_medians, read_clean, read_machines,
                                              spread_factors)
 from hase.inference import machine_calibration as mc  # noqa: E402
-from hase.inference.node_model import NodeModel, with_context  # noqa: E402
+from hase.inference.node_model import NodeModel, kernel_ms, with_context  # noqa: E402
 from hase.model_zoo.corpus import load_split  # noqa: E402
 from hase.utils import paths  # noqa: E402
 from hase.utils.config import base_parser, from_args, save_resolved  # noqa: E402
@@ -110,9 +110,10 @@ def training_rows(models: list, records: dict, per_node: pd.DataFrame) -> tuple:
 
 
 def prepare(record: dict, nm: NodeModel, model: dict) -> dict:
-    kernel_ms = nm.predict_kernels(record["kernels"])
-    prep = tm.prepared(record, kernel_ms, model, node_host_us=nm.predict_host_us(record["kernels"]))
-    prep["kernel_ms"], prep["standalone_sum_ms"] = kernel_ms, float(sum(kernel_ms.values()))
+    gpu_us, host_us = nm.predict(record["kernels"])   # both trees in one pass over the record
+    ms = kernel_ms(record["kernels"], gpu_us)
+    prep = tm.prepared(record, ms, model, node_host_us=host_us)
+    prep["kernel_ms"], prep["standalone_sum_ms"] = ms, float(sum(ms.values()))
     prep["unseen_types"] = nm.unseen_types(record["kernels"])
     prep["fallback_share"] = nm.fallback_share(record["kernels"], prep["dev"])
     return prep

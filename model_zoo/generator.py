@@ -1420,7 +1420,9 @@ def _build_hybrid(s, size, M):
     d = s["heads"] * s["head_dim"]
     for i in range(s["attn_stages"]):  # downsample to the stage width, then attention over the map
         layers.append(_conv_bn(c, d, 3, 2, act=act))
-        grid = size // 2 ** (1 + s["conv_stages"] + i + 1)
+        grid = size   # every stride-2 conv (odd kernel, padding k // 2) gives ceil(n / 2): 224 -> ... -> 7 -> 4
+        for _ in range(1 + s["conv_stages"] + i + 1):
+            grid = -(-grid // 2)
         blocks = nn.Sequential(*[M["Block"](d, s["heads"], s["mlp_ratio"], "manual", s["norm"], act,
                                             bias_tokens=grid * grid if s["norm"] == "bn" else 0)
                                  for _ in range(s["depth"])])

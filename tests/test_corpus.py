@@ -118,6 +118,19 @@ def test_committed_split_is_disjoint_and_big_enough():
     assert len(s.held_out_families) >= 3 and sum(g == "named" for g in s.exam_group.values()) >= 6
 
 
+def test_hybrid_attention_grid_follows_the_strided_convs():
+    """hybrid-s8000 at 224 px: its maps go 224 -> 112 -> 56 -> 28 -> 14 -> 7 -> 4 (a stride-2 conv with padding gives
+    ceil(n / 2)); the BatchNorm blocks' token count was size // 2^k (3 at the last stage), so the export failed with
+    'size of tensor a (16) must match ... (9)'. Sizes that halve evenly build the same model as before."""
+    import torch
+    from hase.model_zoo.generator import build_model, input_shape, spec_of
+    s = spec_of("hybrid-s8000")
+    assert s["norm"] == "bn" and {c["size"] for c in s["configs"]} == {128, 224}
+    for size in (224, 128):
+        with torch.no_grad():
+            assert tuple(build_model(s, size)(torch.randn(*input_shape(s, 1, size))).shape) == (1, s["classes"])
+
+
 def test_split_with_an_overlap_is_refused(tmp_path):
     d = yaml.safe_load(corpus.SPLIT_FILE.read_text())
     d["exam"]["fresh_seeds"]["vit"] = {"seeds": [3, 5]}        # vit-s3 trains

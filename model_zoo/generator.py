@@ -127,6 +127,30 @@ same configs on any machine. Families (each with its own parameter ranges, FAMIL
                GAT-like (1-8 heads, additive a^T [Wh_i || Wh_j] scores with LeakyReLU or scaled dot products, masked
                by Where or an additive -1e9, Softmax over the neighbours), ReLU/ELU, optional LayerNorm/BatchNorm
                and residual, then mean/max over the nodes + MLP to 2-40 classes, or per-node logits
+  diffusion    denoising-diffusion UNet (DDPM/ADM/Stable-Diffusion-like) over an image or a latent [B, 3|4, H, W]
+               (size: H = W 32-128): a per-sample timestep derived inside the graph from the input (1000 x
+               Sigmoid(ReduceMean(x))), its sinusoidal embedding (Sin, Cos, Concat) and a 2-layer SiLU MLP to 4 x the
+               base width; 2-3 levels (widths 32-192, base x 1-4) of 1-2 residual blocks (GroupNorm of <= 32 groups,
+               SiLU, 3x3 conv, the embedding added or as scale-shift, a 1x1 shortcut when widths differ), stride-2
+               3x3 conv downs, nearest Resize + 3x3 conv or ConvTranspose2d 4x4 ups, skips by Concat; self-attention
+               (GroupNorm, q/k/v by 1x1 conv or Linear, 1-4 heads, manual Softmax or SDPA, at most 32 x 32 tokens) at
+               the lowest 1-2 resolutions and in the middle block; GroupNorm, SiLU, 3x3 conv out to the input's
+               channels (or twice them: a learned variance); sizes over ~100 GFLOP at batch 1 are left out
+  implicit     coordinate MLP (NeRF/SIREN/Fourier-feature-like) over points [B, N, 3] (size: N 1k-64k points, B x N at
+               most 1e6): coordinates scaled by 1/bound, a Fourier encoding (NeRF: per-octave Mul by 2^k pi, k < L
+               4-10; or Gaussian: MatMul by a [3, 32-128] random matrix of scale 1-10), Sin and Cos, Concat (with the
+               input or not); 4-10 Linear layers of width 64-256 with ReLU or Sin (SIREN: sin(w0 (Wx + b)), w0 30 or 1
+               on the first), the encoding concatenated back in the middle; one head (SDF, occupancy or RGB: a Linear
+               to 1 or 3, Sigmoid or none) or two (NeRF: density by ReLU/Softplus, and colour by a feature Linear,
+               optionally Concat with an encoding of the direction x / |x|, Linear-ReLU-Linear, Sigmoid): [B, N, out]
+  tasnet       Conv-TasNet-like speech separation over a waveform [B, 1, T] (size: T 4000-32000 samples): a Conv1d
+               encoder (N 64-256 filters of kernel L 16-32, stride L / 2) + ReLU, a norm and a 1x1 conv to the
+               bottleneck (64-128), R 1-3 repeats x X 4-8 blocks of 1x1 Conv1d to H 128-256, PReLU, global layer norm
+               (mean and variance over channels and time, written out) or a per-frame channel norm (causal), a
+               depthwise Conv1d of kernel 3 and dilation 2^x (same or causal padding), PReLU, norm, 1x1 convs back
+               (residual) and optionally to a skip path (summed), PReLU, a 1x1 conv to 2-3 source masks (Sigmoid or
+               ReLU) multiplied with the encoder output, a ConvTranspose1d decoder (shared, or one per source):
+               [B, sources, (T' - 1) L / 2 + L] with T' = (T - L) // (L / 2) + 1
 Configs: batch 1 always, one batch of 4-16 and one of 32-64 (dlrm: 64-512 and 1024-2048), each at a size the
 family allows; a config whose forward pass exceeds `max_gflop` is run at a smaller batch (so one run stays under
 ~30 ms on an H200).
@@ -145,15 +169,15 @@ from hase.utils import paths  # noqa: E402
 from hase.utils.errors import HaseError  # noqa: E402
 
 CNN = ("cnn_plain", "cnn_mobile", "cnn_grouped")  # _build_cnn builds these (unet, fpn, convnext, tcn, dense, gan,
-# yolo, video3d, deeplab, vocoder, superres: CNNs built apart)
+# yolo, video3d, deeplab, vocoder, superres, tasnet: CNNs built apart)
 # new families go at the end: a family's index seeds its specs and weights, so appending keeps the others' as they are
 FAMILIES = ("cnn_plain", "cnn_mobile", "cnn_grouped", "vit", "swin", "hybrid", "mixer", "encoder",
             "pvt", "decoder", "unet", "conformer", "fpn", "convnext", "tcn", "perceiver", "dense", "rnn", "linattn",
             "ssm", "gan", "moe", "detr", "yolo", "pointnet", "wav2vec", "video3d", "deeplab", "dlrm", "vocoder",
-            "superres", "gnn")
+            "superres", "gnn", "diffusion", "implicit", "tasnet")
 # families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's or a vocoder's mel bins,
-# a tcn's, an rnn's or an ssm's C_in)
-SEQUENCE = ("encoder", "decoder", "conformer", "tcn", "rnn", "ssm", "vocoder")
+# a tcn's, an rnn's or an ssm's C_in, an implicit model's 3 coordinates of each of its S points)
+SEQUENCE = ("encoder", "decoder", "conformer", "tcn", "rnn", "ssm", "vocoder", "implicit")
 MID_BATCHES, BIG_BATCHES = (4, 8, 16), (32, 64)
 
 
@@ -527,6 +551,57 @@ def arch_spec(family: str, seed: int) -> dict:
             s.update(heads=_pick(r, [1, 2, 4, 8]), score=_pick(r, ["additive", "additive", "dot"]),
                      mask=_pick(r, ["where", "additive"]))
         sizes = [32, 64, 96, 128, 192, 256, 384, 512]  # nodes
+    elif family == "diffusion":
+        # a denoising-diffusion UNet over an image or a latent [B, 3|4, H, W] (size: H = W): the timestep taken from
+        # the input inside the graph (per sample), its sinusoidal embedding through a SiLU MLP into every residual
+        # block; 2-3 levels of 1-2 GroupNorm-SiLU-conv residual blocks, stride-2 conv downs, nearest + conv or
+        # ConvTranspose2d ups, skips by Concat, self-attention at the lowest 1-2 resolutions and in the middle
+        ch, levels = _pick(r, [32, 48, 64, 96, 128]), int(r.integers(2, 4))
+        mult = _pick(r, {2: [[1, 2], [1, 2], [1, 4], [2, 2]], 3: [[1, 2, 2], [1, 2, 4], [1, 1, 2], [1, 2, 3]]}[levels])
+        in_ch = _pick(r, [3, 3, 4])  # pixels (DDPM/ADM) or a Stable-Diffusion-like latent
+        s.update(in_ch=in_ch, chans=[min(192, ch * m) for m in mult], res_blocks=_pick(r, [1, 2, 2]),
+                 groups=_pick(r, [32, 32, 16, 8]), attn_levels=list(range(levels - _pick(r, [1, 1, 2]), levels)),
+                 mid_attn=bool(r.random() < 0.8), heads=_pick(r, [1, 2, 4]), qkv=_pick(r, ["conv", "linear"]),
+                 attn=_pick(r, ["manual", "manual", "sdpa"]), up=_pick(r, ["nearest", "nearest", "convtranspose"]),
+                 emb=_pick(r, ["add", "add", "scale_shift"]), out_ch=in_ch * _pick(r, [1, 1, 2]), t_max=1000)
+        # at most 32 x 32 tokens in any attention; one image under ~100 GFLOP at batch 1
+        lowest = min(s["attn_levels"] + ([levels - 1] if s["mid_attn"] else []))
+        sizes = [z for z in (32, 48, 64, 96, 128)
+                 if z <= 32 << lowest and (z == 32 or _diffusion_gflop(s, z) <= 100)]
+    elif family == "implicit":
+        # a coordinate MLP (NeRF / SIREN / Fourier features) over points [B, N, 3] (size: N points): a Fourier
+        # encoding (per-octave Mul, or a MatMul by a random Gaussian matrix), Sin, Cos, Concat; Linear layers with
+        # ReLU or Sin activations, the encoding concatenated back in the middle; one head or NeRF's two
+        depth = int(r.integers(4, 11))
+        s.update(encoding=_pick(r, ["positional", "positional", "gaussian"]), octaves=int(r.integers(4, 11)),
+                 features=_pick(r, [32, 64, 96, 128]), sigma=_pick(r, [1.0, 4.0, 10.0]),
+                 include_input=bool(r.random() < 0.5), bound=_pick(r, [1.0, 2.0, 4.0]),
+                 width=_pick(r, [64, 128, 192, 256]), depth=depth, act=_pick(r, ["relu", "relu", "sin"]),
+                 w0=_pick(r, [30.0, 1.0]), skip=depth // 2 if r.random() < 0.8 else None,
+                 heads=_pick(r, ["nerf", "nerf", "sdf", "occupancy", "rgb"]), viewdirs=bool(r.random() < 0.6),
+                 density=_pick(r, ["relu", "softplus"]))
+        s["out"] = {"nerf": 4, "sdf": 1, "occupancy": 1, "rgb": 3}[s["heads"]]
+        for k in (["features", "sigma"] if s["encoding"] == "positional" else ["octaves"]) + \
+                (["w0"] if s["act"] == "relu" else []) + (["viewdirs", "density"] if s["heads"] != "nerf" else []):
+            del s[k]  # drawn either way (the stream stays aligned), kept only where the model uses it
+        sizes = [1024, 2048, 4096, 8192, 16384, 32768, 65536]  # points
+    elif family == "tasnet":
+        # Conv-TasNet-like separation over a waveform [B, 1, T] (size: T samples): Conv1d encoder + ReLU, a
+        # temporal-convolution separator (R x X blocks of 1x1 conv, PReLU, norm, dilated depthwise conv, PReLU,
+        # norm, 1x1 convs: residual and skip), masks per source times the encoder output, ConvTranspose1d decoder
+        kernel = _pick(r, [16, 20, 24, 32])
+        norm = _pick(r, ["gln", "gln", "cln"])  # cln: a per-frame norm over the channels, with causal convs
+        s.update(kernel=kernel, stride=kernel // 2, enc=_pick(r, [64, 128, 192, 256]),
+                 bottleneck=_pick(r, [64, 96, 128]), hidden=_pick(r, [128, 192, 256]), dw_k=3,
+                 skip=_pick(r, [0, 64, 128]), repeats=int(r.integers(1, 4)), blocks=int(r.integers(4, 9)),
+                 norm=norm, causal=norm == "cln", prelu=_pick(r, ["shared", "channel"]),
+                 sources=_pick(r, [2, 2, 3]), mask=_pick(r, ["sigmoid", "sigmoid", "relu"]),
+                 decoder=_pick(r, ["shared", "per_source"]))
+        # batch-1 multiply-adds per encoder frame (T / stride frames)
+        n, b, h = s["enc"], s["bottleneck"], s["hidden"]
+        per = n * kernel + n * b + s["repeats"] * s["blocks"] * (2 * b * h + 3 * h + s["skip"] * h)
+        per += (s["skip"] or b) * s["sources"] * n + s["sources"] * n * kernel
+        sizes = [z for z in (4000, 8000, 12000, 16000, 24000, 32000) if z == 4000 or 2 * per * z / s["stride"] <= 100e9]
     else:  # perceiver
         stem = _pick(r, ["patch", "conv"])
         patch = _pick(r, [4, 8, 16] if stem == "conv" else [4, 6, 8, 12, 14, 16])  # conv: log2(patch) stride-2 convs
@@ -540,7 +615,50 @@ def arch_spec(family: str, seed: int) -> dict:
     s["configs"] = _configs(r, family, sizes)
     if family == "dlrm":  # recommenders serve big batches: batch 1, 64-512 and 1024-2048
         s["configs"][1]["batch"], s["configs"][2]["batch"] = _pick(r, [64, 128, 256, 512]), _pick(r, [1024, 2048])
+    if family == "implicit":  # at most 1e6 points per run (B x N): the largest size that fits under it
+        for c in s["configs"]:
+            c["size"] = max(z for z in sizes if z <= c["size"] and c["batch"] * z <= 1_000_000)
     return s
+
+
+def _diffusion_plan(s: dict) -> list:
+    """A diffusion UNet's blocks in order: (part, level, c_in, c_out, attention): 'res' (down), 'down' (a stride-2
+    conv from `level` to level + 1), 'mid', 'up_res' (its c_in counts the skip Concat), 'up' (level to level - 1)."""
+    ch, attn, n = s["chans"], set(s["attn_levels"]), len(s["chans"])
+    plan, skips, c = [], [ch[0]], ch[0]
+    for lv in range(n):
+        for _ in range(s["res_blocks"]):
+            plan.append(("res", lv, c, ch[lv], lv in attn))
+            c = ch[lv]
+            skips.append(c)
+        if lv < n - 1:
+            plan.append(("down", lv, c, c, False))
+            skips.append(c)
+    plan.append(("mid", n - 1, c, c, s["mid_attn"]))
+    for lv in reversed(range(n)):
+        for _ in range(s["res_blocks"] + 1):
+            plan.append(("up_res", lv, c + skips.pop(), ch[lv], lv in attn))
+            c = ch[lv]
+        if lv > 0:
+            plan.append(("up", lv, c, c, False))
+    return plan
+
+
+def _diffusion_gflop(s: dict, size: int) -> float:
+    """Batch-1 GFLOP (2 per multiply-add) of a diffusion UNet at H = W = size, from its plan."""
+    px = lambda lv: (size >> lv) ** 2  # noqa: E731  pixels at a level
+    macs = 9 * s["in_ch"] * s["chans"][0] * px(0) + 9 * s["chans"][0] * s["out_ch"] * px(0)
+    for part, lv, ci, co, attn in _diffusion_plan(s):
+        if part == "down":
+            macs += 9 * ci * ci * px(lv + 1)
+        elif part == "up":
+            macs += 9 * ci * ci * px(lv - 1)
+        else:
+            res = (9 * ci * co + 9 * co * co + (ci * co if ci != co else 0)) * px(lv)
+            macs += res * (2 if part == "mid" else 1)
+            if attn:
+                macs += 4 * co * co * px(lv) + 2 * px(lv) ** 2 * co
+    return 2 * macs / 1e9
 
 
 def _configs(r, family: str, sizes: list) -> list:
@@ -1292,6 +1410,12 @@ def _build(spec: dict, size: int, M: dict, g):
         model = _build_superres(spec)
     elif fam == "gnn":
         model = _build_gnn(spec, size)
+    elif fam == "diffusion":
+        model = _build_diffusion(spec)
+    elif fam == "implicit":
+        model = _build_implicit(spec)
+    elif fam == "tasnet":
+        model = _build_tasnet(spec)
     elif fam == "torchvision":
         from hase.model_zoo.torchvision_exporter import build_torch_model
         return build_torch_model(spec["arch"], size)
@@ -2839,17 +2963,264 @@ def _build_gnn(s, size):
     return GNN()
 
 
+def _build_diffusion(s):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    ch = s["chans"]
+    temb = 4 * ch[0]                      # the timestep embedding's width (DDPM: 4 x the base width)
+    shift = s["emb"] == "scale_shift"
+
+    def gn(c):  # at most `groups` groups, a divisor of c (a skip Concat's width too)
+        return nn.GroupNorm(math.gcd(c, s["groups"]), c)
+
+    class ResBlock(nn.Module):
+        """GroupNorm, SiLU, 3x3 conv; + Linear(SiLU(emb)) (or GroupNorm x (1 + scale) + shift); GroupNorm, SiLU,
+        3x3 conv; + x (a 1x1 conv when the widths differ)."""
+        def __init__(self, ci, co):
+            super().__init__()
+            self.n1, self.c1 = gn(ci), nn.Conv2d(ci, co, 3, 1, 1)
+            self.emb = nn.Linear(temb, 2 * co if shift else co)
+            self.n2, self.c2 = gn(co), nn.Conv2d(co, co, 3, 1, 1)
+            self.skip = nn.Conv2d(ci, co, 1) if ci != co else nn.Identity()
+
+        def forward(self, x, e):
+            h = self.c1(F.silu(self.n1(x)))
+            e = self.emb(F.silu(e))[:, :, None, None]
+            if shift:
+                scale, sh = e.chunk(2, 1)
+                h = F.silu(self.n2(h) * (1 + scale) + sh)
+            else:
+                h = F.silu(self.n2(h + e))
+            return self.skip(x) + self.c2(h)
+
+    class Attn(nn.Module):
+        """GroupNorm, q/k/v by a 1x1 conv or a Linear over the tokens, heads, Softmax(q k^T / sqrt(d)) v (manual or
+        SDPA), a 1x1 conv or Linear projection, + x."""
+        def __init__(self, c):
+            super().__init__()
+            self.norm, self.h, self.conv = gn(c), s["heads"], s["qkv"] == "conv"
+            lin = (lambda i, o: nn.Conv2d(i, o, 1)) if self.conv else nn.Linear
+            self.qkv, self.proj = lin(c, 3 * c), lin(c, c)
+
+        def forward(self, x):
+            b, c, hh, ww = x.shape
+            n, d = hh * ww, c // self.h
+            y = self.norm(x)
+            if self.conv:   # [B, 3C, H, W] -> 3 x [B, heads, N, d]
+                q, k, v = self.qkv(y).reshape(b, 3, self.h, d, n).transpose(3, 4).unbind(1)
+            else:           # tokens [B, N, C] -> Linear -> 3 x [B, heads, N, d]
+                q, k, v = self.qkv(y.flatten(2).transpose(1, 2)).reshape(b, n, 3, self.h, d).permute(2, 0, 3, 1, 4)
+            if s["attn"] == "sdpa":
+                o = F.scaled_dot_product_attention(q, k, v)
+            else:
+                o = ((q @ k.transpose(2, 3)) * d ** -0.5).softmax(-1) @ v
+            if self.conv:
+                o = self.proj(o.transpose(2, 3).reshape(b, c, hh, ww))
+            else:
+                o = self.proj(o.transpose(1, 2).reshape(b, n, c)).transpose(1, 2).reshape(b, c, hh, ww)
+            return x + o
+
+    class Block(nn.Module):
+        """One step of the plan: a residual block (+ attention), a stride-2 conv down, or an up by nearest Resize +
+        3x3 conv or a 4x4 stride-2 ConvTranspose2d; the middle: residual, (attention,) residual."""
+        def __init__(self, part, ci, co, attn):
+            super().__init__()
+            self.part = part
+            if part in ("res", "up_res", "mid"):
+                self.res = ResBlock(ci, co)
+                self.attn = Attn(co) if attn else None
+                self.res2 = ResBlock(co, co) if part == "mid" else None
+            elif part == "down":
+                self.op = nn.Conv2d(ci, co, 3, 2, 1)
+            elif s["up"] == "nearest":
+                self.op = nn.Sequential(nn.Upsample(scale_factor=2, mode="nearest"), nn.Conv2d(ci, co, 3, 1, 1))
+            else:
+                self.op = nn.ConvTranspose2d(ci, co, 4, 2, 1)
+
+        def forward(self, x, e):
+            if self.part in ("down", "up"):
+                return self.op(x)
+            x = self.res(x, e)
+            if self.attn is not None:
+                x = self.attn(x)
+            return self.res2(x, e) if self.res2 is not None else x
+
+    class UNet(nn.Module):
+        """[B, C, H, W] -> t = t_max Sigmoid(mean of x) per sample -> sinusoidal embedding (Sin, Cos of t x
+        10000^(-i / half), Concat) -> Linear, SiLU, Linear; conv_in; the plan (down blocks push skips, up blocks
+        Concat them); GroupNorm, SiLU, conv_out: [B, out_ch, H, W]."""
+        def __init__(self):
+            super().__init__()
+            half = ch[0] // 2
+            self.register_buffer("freqs", torch.exp(-math.log(10000.0) * torch.arange(half) / half), persistent=False)
+            self.mlp = nn.Sequential(nn.Linear(2 * half, temb), nn.SiLU(), nn.Linear(temb, temb))
+            self.conv_in = nn.Conv2d(s["in_ch"], ch[0], 3, 1, 1)
+            self.blocks = nn.ModuleList([Block(p, ci, co, a) for p, _, ci, co, a in _diffusion_plan(s)])
+            self.out = nn.Sequential(gn(ch[0]), nn.SiLU(), nn.Conv2d(ch[0], s["out_ch"], 3, 1, 1))
+
+        def forward(self, x):
+            t = s["t_max"] * torch.sigmoid(x.mean((1, 2, 3)))            # [B]: a timestep per sample, in-graph
+            a = t[:, None] * self.freqs[None]
+            e = self.mlp(torch.cat([torch.sin(a), torch.cos(a)], 1))      # [B, 4 C]
+            h = self.conv_in(x)
+            hs = [h]
+            for blk in self.blocks:
+                if blk.part == "up_res":
+                    h = torch.cat([h, hs.pop()], 1)
+                h = blk(h, e)
+                if blk.part in ("res", "down"):
+                    hs.append(h)
+            return self.out(h)
+    return UNet()
+
+
+def _build_implicit(s):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    sin = s["act"] == "sin"
+
+    class Fourier(nn.Module):
+        """x / bound -> NeRF's per-octave Mul by 2^k pi ([B, N, 3, L], flattened) or a MatMul by 2 pi B (B: [3, m],
+        Gaussian of scale sigma) -> Concat(x?, Sin, Cos)."""
+        def __init__(self, octaves, include):
+            super().__init__()
+            self.include, self.pos = include, octaves is not None
+            if self.pos:
+                self.register_buffer("f", (2.0 ** torch.arange(octaves)) * math.pi, persistent=False)
+                self.dim = 6 * octaves + 3 * include
+            else:
+                self.register_buffer("b", torch.randn(3, s["features"]) * s["sigma"] * 2 * math.pi, persistent=False)
+                self.dim = 2 * s["features"] + 3 * include
+
+        def forward(self, x):
+            y = (x[..., None] * self.f).flatten(2) if self.pos else x @ self.b
+            return torch.cat(([x] if self.include else []) + [torch.sin(y), torch.cos(y)], -1)
+
+    class Implicit(nn.Module):
+        """[B, N, 3] -> encoding -> Linear + ReLU, or Sin (w0 on the first) layers, the encoding concatenated again
+        before layer `skip` -> head(s): [B, N, out] (NeRF: Concat(Sigmoid(rgb), density))."""
+        def __init__(self):
+            super().__init__()
+            w = s["width"]
+            self.enc = Fourier(s.get("octaves"), s["include_input"])
+            dims = [self.enc.dim] + [w] * s["depth"]
+            self.layers = nn.ModuleList([nn.Linear(dims[i] + (self.enc.dim if i == s["skip"] else 0), w)
+                                         for i in range(s["depth"])])
+            if s["heads"] == "nerf":
+                self.sigma, self.feat = nn.Linear(w, 1), nn.Linear(w, w)
+                self.dirs = Fourier(4, True) if s["viewdirs"] else None
+                self.rgb = nn.Sequential(nn.Linear(w + (self.dirs.dim if self.dirs else 0), w // 2), nn.ReLU(),
+                                         nn.Linear(w // 2, 3), nn.Sigmoid())
+            else:
+                self.head = nn.Linear(w, s["out"])
+
+        def forward(self, x):
+            x = x * (1.0 / s["bound"])
+            enc = self.enc(x)
+            h = enc
+            for i, lin in enumerate(self.layers):
+                if i == s["skip"]:
+                    h = torch.cat([h, enc], -1)
+                h = lin(h)
+                h = torch.sin(h * s["w0"] if i == 0 and s["w0"] != 1.0 else h) if sin else F.relu(h)
+            if s["heads"] != "nerf":
+                y = self.head(h)
+                return torch.sigmoid(y) if s["heads"] in ("occupancy", "rgb") else y
+            density = self.sigma(h)
+            density = F.relu(density) if s["density"] == "relu" else F.softplus(density)
+            f = self.feat(h)
+            if self.dirs is not None:  # the viewing direction: the point's own unit vector, encoded
+                f = torch.cat([f, self.dirs(F.normalize(x, dim=-1))], -1)
+            return torch.cat([self.rgb(f), density], -1)
+    return Implicit()
+
+
+def _build_tasnet(s):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    n, b, h, sk, k = s["enc"], s["bottleneck"], s["hidden"], s["skip"], s["dw_k"]
+
+    class Norm(nn.Module):
+        """Global layer norm (mean and variance over channels and time) or a per-frame channel norm, written out:
+        ReduceMean, Sub, Pow/Mul, ReduceMean, Add, Sqrt, Div, gamma and beta per channel."""
+        def __init__(self, c):
+            super().__init__()
+            self.dims = (1, 2) if s["norm"] == "gln" else (1,)
+            self.gamma, self.beta = nn.Parameter(torch.ones(c)), nn.Parameter(torch.zeros(c))
+
+        def forward(self, x):
+            m = x.mean(self.dims, keepdim=True)
+            v = ((x - m) ** 2).mean(self.dims, keepdim=True)
+            return (x - m) / torch.sqrt(v + 1e-8) * self.gamma[:, None] + self.beta[:, None]
+
+    def prelu(c):
+        return nn.PReLU(c if s["prelu"] == "channel" else 1)
+
+    class Block(nn.Module):
+        """1x1 conv B -> H, PReLU, norm, depthwise conv of kernel 3 and dilation d (same padding, or a left Pad when
+        causal), PReLU, norm; a 1x1 conv back to B added to x, and one to the skip path."""
+        def __init__(self, d):
+            super().__init__()
+            self.pad = d * (k - 1)
+            self.c1, self.a1, self.n1 = nn.Conv1d(b, h, 1), prelu(h), Norm(h)
+            self.dw = nn.Conv1d(h, h, k, padding=0 if s["causal"] else self.pad // 2, dilation=d, groups=h)
+            self.a2, self.n2 = prelu(h), Norm(h)
+            self.res = nn.Conv1d(h, b, 1)
+            self.skip = nn.Conv1d(h, sk, 1) if sk else None
+
+        def forward(self, x):
+            y = self.n1(self.a1(self.c1(x)))
+            if s["causal"]:
+                y = F.pad(y, (self.pad, 0))
+            y = self.n2(self.a2(self.dw(y)))
+            return x + self.res(y), (self.skip(y) if self.skip is not None else None)
+
+    class TasNet(nn.Module):
+        """[B, 1, T] -> Conv1d(1, N, L, stride L / 2) + ReLU = w -> norm, 1x1 conv to B -> R x X blocks (dilation
+        2^x) -> (the skips' sum) -> PReLU, 1x1 conv to sources x N, Sigmoid/ReLU masks x w -> ConvTranspose1d(N, 1,
+        L, stride L / 2) per source: [B, sources, (T' - 1) L / 2 + L]."""
+        def __init__(self):
+            super().__init__()
+            self.encoder = nn.Conv1d(1, n, s["kernel"], s["stride"], bias=False)
+            self.norm, self.bottleneck = Norm(n), nn.Conv1d(n, b, 1)
+            self.blocks = nn.ModuleList([Block(2 ** x) for _ in range(s["repeats"]) for x in range(s["blocks"])])
+            self.out_act, self.mask = prelu(sk or b), nn.Conv1d(sk or b, s["sources"] * n, 1)
+            dec = lambda: nn.ConvTranspose1d(n, 1, s["kernel"], s["stride"], bias=False)  # noqa: E731
+            self.dec = dec() if s["decoder"] == "shared" else nn.ModuleList([dec() for _ in range(s["sources"])])
+
+        def forward(self, x):
+            bs = x.shape[0]
+            w = F.relu(self.encoder(x))                                      # [B, N, T']
+            y, skips = self.bottleneck(self.norm(w)), None
+            for blk in self.blocks:
+                y, sy = blk(y)
+                if sy is not None:
+                    skips = sy if skips is None else skips + sy
+            m = self.mask(self.out_act(skips if sk else y))
+            m = torch.sigmoid(m) if s["mask"] == "sigmoid" else F.relu(m)
+            masked = m.reshape(bs, s["sources"], n, -1) * w.unsqueeze(1)     # [B, sources, N, T']
+            if s["decoder"] == "shared":
+                return self.dec(masked.reshape(bs * s["sources"], n, -1)).reshape(bs, s["sources"], -1)
+            return torch.cat([d(masked[:, i]) for i, d in enumerate(self.dec)], 1)
+    return TasNet()
+
+
 def input_shape(spec: dict, batch: int, size: int) -> tuple:
+    if spec["family"] == "implicit":  # N points of 3 coordinates, points first: [B, N, 3]
+        return (batch, size, 3)
     if spec["family"] in SEQUENCE:  # [B, S, F]: F is a conformer's or vocoder's mel bins, a tcn's, rnn's or ssm's
         # C_in, else D
         f = {"conformer": "mels", "vocoder": "mels", "tcn": "c_in", "rnn": "c_in", "ssm": "c_in"}
         f = f.get(spec["family"], "dim")
         return (batch, size, spec[f])
-    if spec["family"] == "gan":  # a latent grid [B, z, s, s] or an image
+    if spec["family"] in ("gan", "diffusion"):  # a latent grid [B, z, s, s] or an image (diffusion: 3 or 4 channels)
         return (batch, spec["in_ch"], size, size)
     if spec["family"] == "pointnet":  # N points of 3 coordinates
         return (batch, 3, size)
-    if spec["family"] == "wav2vec":  # a mono waveform of T samples
+    if spec["family"] in ("wav2vec", "tasnet"):  # a mono waveform of T samples
         return (batch, 1, size)
     if spec["family"] == "video3d":  # a clip of T frames of size x size
         return (batch, 3, spec["frames"], size, size)
@@ -2864,7 +3235,8 @@ def file_stem(spec: dict, batch: int, size: int) -> str:
     """<arch>_bs<B>_<H>x<W>; an encoder's or decoder's 'H x W' is sequence x width, a conformer's frames x mel
     bins, a tcn's, an rnn's or an ssm's time steps x input channels, a pointnet's 3 x points, a wav2vec's 1 x
     samples, a video3d's H x W (its frames are fixed per architecture), a dlrm's 1 x (dense features + tables x
-    lookups per table), a vocoder's frames x 80 mel bins, a superres's H x W, a gnn's N x (F_in + N)."""
+    lookups per table), a vocoder's frames x 80 mel bins, a superres's H x W, a gnn's N x (F_in + N), a diffusion's
+    H x W, an implicit model's points x 3, a tasnet's 1 x samples."""
     shape = input_shape(spec, batch, size)
     return Path(paths.model_file(spec["arch"], batch, shape[-2], shape[-1])).stem
 

@@ -22,7 +22,7 @@ SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1,
          "encoder": 2, "pvt": 7, "decoder": 6, "unet": 7, "conformer": 5, "fpn": 7, "convnext": 3,
          "tcn": 1, "perceiver": 8, "dense": 4, "rnn": 1, "linattn": 1, "ssm": 1, "gan": 1, "moe": 2, "detr": 3,
          "yolo": 2, "pointnet": 3, "wav2vec": 7, "video3d": 6, "deeplab": 0, "dlrm": 4, "vocoder": 2, "superres": 0,
-         "gnn": 1}
+         "gnn": 1, "diffusion": 5, "implicit": 7, "tasnet": 1}
 # tcn-s1: gated, LayerNorm, an uneven 'same' Pad; perceiver-s8: 2 MHA cross blocks; rnn-s1: a stride-2 Conv1d
 # front-end, 3 GRU layers, a mean head; linattn-s1: conv stem, elu+1 linear attention by MatMul; ssm-s1: 3 Mamba-like
 # blocks, a chunked scan (3 chunks of 64 at T 192); ssm-s5 (S4D, a long-convolution kernel) is exported by seed checks;
@@ -34,6 +34,9 @@ SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1,
 # Resize; dlrm-s4: 7 tables in one concatenated Embedding (offsets), 4 lookups per table summed, triangle Gather;
 # vocoder-s2: MelGAN-like, 3 ConvTranspose1d (8, 8, 2), 32 frames; superres-s0: EDSR, 13 blocks scaled by 0.1, x2
 # PixelShuffle, a bilinear global skip; gnn-s1: 3 GCN layers over weighted edges (Relu(A - 0.5)), mean readout
+# diffusion-s5: a 4-channel latent, 2 levels of 64, ConvTranspose2d up, 1x1-conv q/k/v SDPA attention, a learned
+# variance (8 output channels); implicit-s7: SIREN (Sin, w0 30) over a NeRF encoding, two heads with view directions;
+# tasnet-s1: causal (left Pad, per-frame channel norm), a skip path, a shared ConvTranspose1d decoder
 
 
 def test_specs_are_seeded_and_reproducible():
@@ -104,6 +107,57 @@ def test_new_family_exports_runs_and_has_its_output_shape(tmp_path, fam, seed):
         x2 = x.copy()
         x2[..., spec["f_in"]:] = -10.0
         assert not np.allclose(sess.run(None, {sess.get_inputs()[0].name: x2})[0], y, atol=1e-5)
+
+
+@pytest.mark.parametrize("fam,seed", [("diffusion", 3), ("diffusion", 5), ("implicit", 7), ("implicit", 3),
+                                      ("tasnet", 1), ("tasnet", 2)])
+def test_v10_family_exports_runs_and_has_its_output_shape(tmp_path, fam, seed):
+    """The exam v10 held-out families at their smallest size, batch 2: the project's export path, the CPU EP, the
+    output shape each family promises (diffusion [B, out_ch, H, W], implicit [B, N, out], tasnet [B, sources,
+    (T' - 1) L / 2 + L]), ORT equal to PyTorch, the ops that define each family in the graph; diffusion-s3: 3 levels,
+    Linear q/k/v SDPA at the lowest and in the middle, nearest Resize ups; diffusion-s5: a 4-channel latent,
+    ConvTranspose2d, a learned variance; implicit-s7: SIREN over a NeRF encoding, density + colour with view
+    directions; implicit-s3: a Gaussian Fourier MatMul, Sin layers, an RGB head; tasnet-s1: causal, per-frame norm,
+    skip path, shared decoder; tasnet-s2: global layer norm, 2 x 8 blocks, one decoder per source."""
+    import onnx
+    import torch
+    from hase.model_zoo.torchvision_exporter import export_one, relative_error
+    spec = arch_spec(fam, seed)
+    size, batch = {"diffusion": 32, "implicit": 1024, "tasnet": 4000}[fam], 2
+    model = build_model(spec, size)
+    shape = input_shape(spec, batch, size)
+    out = tmp_path / f"{file_stem(spec, batch, size)}.onnx"
+    export_one(model, batch, size, 17, out, shape=shape)
+    sess = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(seed).standard_normal(shape, dtype=np.float32)
+    y = sess.run(None, {sess.get_inputs()[0].name: x})[0]
+    ops = {n.op_type for n in onnx.load(str(out)).graph.node}
+    if fam == "diffusion":
+        assert shape == (batch, spec["in_ch"], size, size)
+        want = (batch, spec["out_ch"], size, size)
+        assert {"Sin", "Cos", "Softmax", "InstanceNormalization", "Concat", "ReduceMean"} <= ops  # GroupNorm
+    elif fam == "implicit":
+        assert shape == (batch, size, 3)
+        want = (batch, size, spec["out"])
+        assert {"Sin", "Cos", "Concat", "MatMul"} <= ops
+    else:
+        assert shape == (batch, 1, size)
+        frames = (size - spec["kernel"]) // spec["stride"] + 1
+        want = (batch, spec["sources"], (frames - 1) * spec["stride"] + spec["kernel"])
+        assert {"ConvTranspose", "PRelu", "ReduceMean", "Sqrt"} <= ops
+    assert y.shape == want and np.isfinite(y).all()
+    with torch.no_grad():
+        ref = model(torch.from_numpy(x)).numpy()
+    assert relative_error(y, ref) <= 1e-3
+    assert np.ptp(y) > 0                             # not a constant output
+    if fam == "implicit":                            # per-point: reversing the points reverses the output
+        y2 = sess.run(None, {sess.get_inputs()[0].name: np.ascontiguousarray(x[:, ::-1])})[0]
+        assert np.allclose(y2[:, ::-1], y, atol=1e-5)
+    if fam == "diffusion":                           # the timestep comes from the input: ORT cannot fold Sin/Cos away
+        so = ort.SessionOptions()
+        so.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+        ort.InferenceSession(str(out), so, providers=["CPUExecutionProvider"])
+        assert {"Sin", "Cos"} <= {n.op_type for n in onnx.load(so.optimized_model_filepath).graph.node}
 
 
 def test_committed_split_is_disjoint_and_big_enough():

@@ -8,7 +8,7 @@
 #         (the kernel-space route, fit_measured_timeline on training/predictors/nvidia-h200, stays in default_measured/
 #         for the H100's host/copy terms and for comparison)
 #   H100: the H100's own corpus timeline (fit_corpus_timeline.py on benchmark/results/nvidia-h100/corpus/: node model
-#         on the H100's CUPTI and host times; refit on its v8 training split (out of fold 14.9%); the v7-split fit scored exam v7 18.9% (200 models, machine g), the v4-split fit exam v6 18.7% (3 clean sessions, one machine), exam v4 16.2% (one machine, clean labels), exam v3 14.3% (exam v2: 13.5%, against 30.7% for the kernel-space default),
+#         on the H100's CUPTI and host times; refit with the neighbour features (session 19; the same 745 traced models of 274 architectures, 15 families: no H100 trace of tcn, rnn, ssm, dlrm or the later families yet; out of fold 14.6%, was 14.9%); the v8-split fit scored exam v9 22.0% (dlrm +110%, ssm -77%: families it never traced), the v7-split fit scored exam v7 18.9% (200 models, machine g), the v4-split fit exam v6 18.7% (3 clean sessions, one machine), exam v4 16.2% (one machine, clean labels), exam v3 14.3% (exam v2: 13.5%, against 30.7% for the kernel-space default),
 #         inference/results/nvidia-h100/exam_v3/) with the H200 default's interference terms (no H100 measurement under
 #         load) -> inference/results/nvidia-h100/default/, judged on the old H100 sessions -> judged_default/
 # The ten outside architectures' kernels are in these predictors' data: their "held-out arch" rows are no longer

@@ -98,8 +98,8 @@ def analyse_onnx(onnx_path, device: str, cfg: dict) -> tuple:
         raise HaseError("analysing a model for a GPU needs a working CUDA EP here or the offline CUDA-EP analysis "
                         "(ort_analysis.offline_cuda, not available); or pass a phase 2 record (.json) made on a GPU "
                         "machine", path)
-    rec = offline(path)
-    return rec, "offline CUDA-EP analysis (ort_analysis.offline_cuda)"
+    del offline   # importable: the analysis is available; runtime.analyse runs it and caches the record on disk
+    return analyse(path, "cuda", cfg, offline=True), "offline CUDA-EP analysis (ort_analysis.offline_cuda)"
 
 
 class Predictor:

@@ -76,7 +76,7 @@ def analyse(model_path: Path, device: str, cfg: dict, offline: bool = False) -> 
     st = model_path.stat()
     key = f"{model_path.resolve()}:{st.st_size}:{int(st.st_mtime)}"
     if offline:
-        key += f":{offline_cuda.METHOD}:{offline_cuda.VERSION}"
+        key += f":{offline_cuda.METHOD}:{offline_cuda.VERSION}:{offline_cuda.facts_digest()}"
     if rp.exists():
         rec = json.loads(rp.read_text())
         if rec.get("cache_key") == key:

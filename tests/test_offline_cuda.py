@@ -284,3 +284,43 @@ def test_rewrites_of_a_graph_with_external_initializers_keep_them_there(tmp_path
     assert [t.name for t in stored] == ["b"] and stored[0].data_location == TensorProto.EXTERNAL
     assert [n.op_type for n in onnx.load(str(opt)).graph.node] == ["BiasSoftmax", "HardSwish"]   # the data is there
     assert kernels(rec) == kernels(inline) and rec["offline"] == inline["offline"]
+
+
+def test_a_second_prediction_reads_neither_the_gpu_records_nor_the_model_again(tmp_path, monkeypatch):
+    """`hase predict m.onnx --gpu ...` without a CUDA EP: the GPU records' facts (400 MB of corpus JSON, ~9 s) are
+    cached per records file under HASE_HOME (read again when the file changes), and the offline record of the model
+    is cached on disk, so a later process neither parses the records nor analyses the model again."""
+    import shutil
+    import onnx
+    from onnx import helper
+    from hase.ort_analysis import offline_cuda
+    from hase.utils import paths
+    monkeypatch.setenv("HASE_HOME", str(tmp_path))
+    recs = tmp_path / "records.json.xz"
+    shutil.copyfile(H200, recs)
+    src = (str(recs),)
+    want = offline_cuda.gpu_record_facts.__wrapped__(src)
+    assert ("ai.onnx", "Conv") in want[0] and want[1]
+    real_read = paths.read_json
+
+    def no_read(path, what):   # a new process: the lru cache is empty; the records file must not be parsed
+        raise AssertionError(f"parsed {path}")
+    monkeypatch.setattr(paths, "read_json", no_read)
+    assert offline_cuda.gpu_record_facts.__wrapped__(src) == want
+    recs.write_bytes(recs.read_bytes())   # rewritten: another mtime, so read again
+    monkeypatch.setattr(paths, "read_json", real_read)
+    assert offline_cuda.gpu_record_facts.__wrapped__(src) == want
+
+    # the model's offline record: analysed once, then read from disk by a new Predictor
+    f = tmp_path / "relu.onnx"
+    _tiny(f, [helper.make_node("Relu", ["x"], ["y"], name="relu")], y_shape=(1, 4, 8, 8))
+    onnx.checker.check_model(str(f))
+    import hase.api as api
+    monkeypatch.setattr(api, "cuda_here", lambda: False)
+    calls = []
+    real = offline_cuda.analyse
+    monkeypatch.setattr(offline_cuda, "analyse", lambda *a, **k: calls.append(a) or real(*a, **k))
+    cfg = {"pin_dims": {}, "seed": 0}
+    r1, how = api.analyse_onnx(f, "cuda", cfg)
+    r2, _ = api.analyse_onnx(f, "cuda", cfg)
+    assert "offline" in how and len(calls) == 1 and r1["kernels"] == r2["kernels"] and r2["offline"]["claimed"]

@@ -33,6 +33,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from hase.ort_analysis.flops import recurrent_step  # noqa: E402
+from hase.training.kernel_predictor import CompactForest, forest_arrays  # noqa: E402
 from hase.training.features import feature_frame, type_vocabulary, UNSEEN_CODE, META_TYPE  # noqa: E402
 from hase.utils import paths  # noqa: E402
 from hase.utils.errors import HaseError  # noqa: E402
@@ -182,15 +183,19 @@ class NodeModel:
     # ---- prediction
     def predict(self, kernels: list) -> tuple:
         """(gpu_us, host_us) arrays, one value per kernel."""
-        import xgboost as xgb
         if not kernels:
             return np.zeros(0), np.zeros(0)
         per_step = bool(self.manifest.get("recurrent_per_step"))   # models fitted before the term: as they were
         kernels = with_context(kernels)   # the whole record in execution order (models fitted before: unused)
         steps = np.array([recurrent_steps(k) if per_step else 1 for k in kernels], float)
         X, _ = features([one_step(k) for k in kernels] if per_step else kernels, self.type_codes)
-        d = xgb.DMatrix(X[self.manifest["features"]].to_numpy(np.float32))
-        out = [np.maximum(np.expm1(self.boosters[n].predict(d)), 0.0) * steps for n in ("gpu", "host")]
+        x = X[self.manifest["features"]].to_numpy(np.float32)
+        out = []
+        for n in ("gpu", "host"):
+            b = self.boosters[n]
+            # a loaded model: numpy over the trees' arrays (no xgboost import); a fitted one: its booster
+            y = b.predict(x) if isinstance(b, CompactForest) else b.predict(__import__("xgboost").DMatrix(x))
+            out.append(np.maximum(np.expm1(y), 0.0) * steps)
         return out[0], out[1]
 
     def unseen(self, kernels: list) -> np.ndarray:
@@ -223,26 +228,64 @@ class NodeModel:
 
     @classmethod
     def load(cls, model_dir) -> "NodeModel":
-        import xgboost as xgb
+        """The saved model, its trees as numpy arrays (training.kernel_predictor.CompactForest: XGBoost's float32
+        splits, the same predictions to ~1e-5 in log time). Importing xgboost (and the scikit-learn it pulls in)
+        takes ~0.6 s of a 1.5 s `hase predict`, so the arrays are cached under HASE_HOME, keyed by the tree files'
+        size and mtime; the first load reads the trees with xgboost and writes the cache."""
         d = Path(model_dir)
         man = paths.read_json(d / "manifest.json", "node model manifest")
         if man.get("format") != FORMAT:
             raise HaseError(f"not a node model (format {FORMAT})", d / "manifest.json")
-        boosters = {}
-        import lzma
-        for n in ("gpu", "host"):
-            p = d / f"{n}.ubj.xz"
+        files = {n: d / f"{n}.ubj.xz" for n in ("gpu", "host")}
+        for n, p in files.items():
             if not p.exists():
                 raise HaseError(f"node model lacks {p.name}", d)
-            b = xgb.Booster()
-            try:
-                b.load_model(bytearray(lzma.decompress(p.read_bytes())))
-            except (lzma.LZMAError, xgb.core.XGBoostError) as e:
-                raise HaseError(f"unreadable tree model ({' '.join(str(e).split())[:120]})", p)
-            boosters[n] = b
-        m = cls(man["type_codes"], boosters, man)
+        key = ";".join(f"{p.resolve()}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files.values())
+        cache = paths.home() / "cache" / "node_model" / f"{paths.slug(str(d.resolve()))}.npz"
+        arrays = _read_cached_arrays(cache, key)
+        if arrays is None:
+            arrays = {n: forest_arrays(_read_booster(p)) for n, p in files.items()}
+            _write_cached_arrays(cache, key, arrays)
+        m = cls(man["type_codes"], {n: CompactForest(a) for n, a in arrays.items()}, man)
         m.dir = d
         return m
+
+
+def _read_booster(p: Path):
+    import lzma
+    import xgboost as xgb
+    b = xgb.Booster()
+    try:
+        b.load_model(bytearray(lzma.decompress(p.read_bytes())))
+    except (lzma.LZMAError, xgb.core.XGBoostError) as e:
+        raise HaseError(f"unreadable tree model ({' '.join(str(e).split())[:120]})", p)
+    return b
+
+
+def _read_cached_arrays(cache: Path, key: str):
+    """{name: forest arrays} from the cache when it was made from the same tree files; None otherwise."""
+    try:
+        with np.load(cache) as z:
+            if str(z["key"]) != key:
+                return None
+            out = {}
+            for name in z.files:
+                if "|" in name:
+                    n, a = name.split("|", 1)
+                    out.setdefault(n, {})[a] = z[name]
+            return out if set(out) == {"gpu", "host"} else None
+    except (OSError, ValueError, KeyError):   # absent or damaged: rebuilt from the tree files
+        return None
+
+
+def _write_cached_arrays(cache: Path, key: str, arrays: dict) -> None:
+    import io
+    buf = io.BytesIO()
+    np.savez(buf, key=np.array(key), **{f"{n}|{a}": v for n, arrs in arrays.items() for a, v in arrs.items()})
+    try:
+        paths.atomic_write_bytes(cache, buf.getvalue())
+    except OSError:   # a read-only HASE_HOME: predict without the cache
+        pass
 
 
 def is_node_model(model_dir) -> bool:

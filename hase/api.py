@@ -93,12 +93,11 @@ def analyse_onnx(onnx_path, device: str, cfg: dict) -> tuple:
     if cuda_here():
         return analyse(path, "cuda", cfg), "ORT CUDA EP here"
     try:
-        from hase.ort_analysis.offline_cuda import analyse as offline
+        import hase.ort_analysis.offline_cuda  # noqa: F401  (runtime.analyse runs it and caches the record on disk)
     except ImportError:
         raise HaseError("analysing a model for a GPU needs a working CUDA EP here or the offline CUDA-EP analysis "
                         "(ort_analysis.offline_cuda, not available); or pass a phase 2 record (.json) made on a GPU "
                         "machine", path)
-    del offline   # importable: the analysis is available; runtime.analyse runs it and caches the record on disk
     return analyse(path, "cuda", cfg, offline=True), "offline CUDA-EP analysis (ort_analysis.offline_cuda)"
 
 

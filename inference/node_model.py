@@ -193,8 +193,11 @@ class NodeModel:
         out = []
         for n in ("gpu", "host"):
             b = self.boosters[n]
-            # a loaded model: numpy over the trees' arrays (no xgboost import); a fitted one: its booster
-            y = b.predict(x) if isinstance(b, CompactForest) else b.predict(__import__("xgboost").DMatrix(x))
+            if isinstance(b, CompactForest):   # a loaded model: numpy over the trees' arrays, no xgboost import
+                y = b.predict(x)
+            else:                              # a fitted one: its booster
+                import xgboost as xgb
+                y = b.predict(xgb.DMatrix(x))
             out.append(np.maximum(np.expm1(y), 0.0) * steps)
         return out[0], out[1]
 

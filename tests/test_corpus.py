@@ -71,6 +71,31 @@ def test_every_family_exports_and_runs_on_cpu_ep(tmp_path):
         assert tuple(e["input_shape"]) == input_shape(spec, e["batch"], e["size"])
 
 
+def _export_and_run(tmp_path, fam, seed, size, batch):
+    """A generated architecture through the project's export path, run once on the CPU EP:
+    (spec, model, input shape, onnx path, session, input, output)."""
+    from hase.model_zoo.torchvision_exporter import export_one
+    spec = arch_spec(fam, seed)
+    model = build_model(spec, size)
+    shape = input_shape(spec, batch, size)
+    out = tmp_path / f"{file_stem(spec, batch, size)}.onnx"
+    export_one(model, batch, size, 17, out, shape=shape)
+    sess = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(seed).standard_normal(shape, dtype=np.float32)
+    return spec, model, shape, out, sess, x, sess.run(None, {sess.get_inputs()[0].name: x})[0]
+
+
+def _matches_pytorch(model, x, y):
+    """ORT's output y is finite, equal to PyTorch's on x, and not constant."""
+    import torch
+    from hase.model_zoo.torchvision_exporter import relative_error
+    assert np.isfinite(y).all()
+    with torch.no_grad():
+        ref = model(torch.from_numpy(x)).numpy()
+    assert relative_error(y, ref) <= 1e-3
+    assert np.ptp(y) > 0                             # not a constant output
+
+
 @pytest.mark.parametrize("fam,seed", [("vocoder", 6), ("superres", 6), ("superres", 1), ("gnn", 5), ("gnn", 6)])
 def test_new_family_exports_runs_and_has_its_output_shape(tmp_path, fam, seed):
     """The exam v9 held-out families at their smallest size, batch 2: the project's export path, the CPU EP, the
@@ -78,17 +103,8 @@ def test_new_family_exports_runs_and_has_its_output_shape(tmp_path, fam, seed):
     [B, N, classes]), ORT equal to PyTorch; vocoder-s6: HiFi-GAN v1 MRF; superres-s6: x4 by two bilinear Resize +
     conv stages; superres-s1: RCAN groups with channel attention, nearest Resize, a bicubic global skip; gnn-s5:
     8-head GAT with an additive -1e9 mask; gnn-s6: 1-head GAT masked by Where, LayerNorm, max readout."""
-    import torch
-    from hase.model_zoo.torchvision_exporter import export_one, relative_error
-    spec = arch_spec(fam, seed)
     size, batch = 32, 2
-    model = build_model(spec, size)
-    shape = input_shape(spec, batch, size)
-    out = tmp_path / f"{file_stem(spec, batch, size)}.onnx"
-    export_one(model, batch, size, 17, out, shape=shape)
-    sess = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
-    x = np.random.default_rng(seed).standard_normal(shape, dtype=np.float32)
-    y = sess.run(None, {sess.get_inputs()[0].name: x})[0]
+    spec, model, shape, out, sess, x, y = _export_and_run(tmp_path, fam, seed, size, batch)
     if fam == "vocoder":
         assert shape == (batch, size, 80)
         want = (batch, 1, size * int(np.prod(spec["strides"])))
@@ -98,11 +114,8 @@ def test_new_family_exports_runs_and_has_its_output_shape(tmp_path, fam, seed):
     else:
         assert shape == (batch, size, spec["f_in"] + size)
         want = (batch, size, spec["classes"]) if spec["readout"] == "node" else (batch, spec["classes"])
-    assert y.shape == want and np.isfinite(y).all()
-    with torch.no_grad():
-        ref = model(torch.from_numpy(x)).numpy()
-    assert relative_error(y, ref) <= 1e-3
-    assert np.ptp(y) > 0                             # not a constant output
+    assert y.shape == want
+    _matches_pytorch(model, x, y)
     if fam == "gnn":                                 # the adjacency columns are read as the graph: no edges differ
         x2 = x.copy()
         x2[..., spec["f_in"]:] = -10.0
@@ -120,17 +133,8 @@ def test_v10_family_exports_runs_and_has_its_output_shape(tmp_path, fam, seed):
     directions; implicit-s3: a Gaussian Fourier MatMul, Sin layers, an RGB head; tasnet-s1: causal, per-frame norm,
     skip path, shared decoder; tasnet-s2: global layer norm, 2 x 8 blocks, one decoder per source."""
     import onnx
-    import torch
-    from hase.model_zoo.torchvision_exporter import export_one, relative_error
-    spec = arch_spec(fam, seed)
     size, batch = {"diffusion": 32, "implicit": 1024, "tasnet": 4000}[fam], 2
-    model = build_model(spec, size)
-    shape = input_shape(spec, batch, size)
-    out = tmp_path / f"{file_stem(spec, batch, size)}.onnx"
-    export_one(model, batch, size, 17, out, shape=shape)
-    sess = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
-    x = np.random.default_rng(seed).standard_normal(shape, dtype=np.float32)
-    y = sess.run(None, {sess.get_inputs()[0].name: x})[0]
+    spec, model, shape, out, sess, x, y = _export_and_run(tmp_path, fam, seed, size, batch)
     ops = {n.op_type for n in onnx.load(str(out)).graph.node}
     if fam == "diffusion":
         assert shape == (batch, spec["in_ch"], size, size)
@@ -145,11 +149,8 @@ def test_v10_family_exports_runs_and_has_its_output_shape(tmp_path, fam, seed):
         frames = (size - spec["kernel"]) // spec["stride"] + 1
         want = (batch, spec["sources"], (frames - 1) * spec["stride"] + spec["kernel"])
         assert {"ConvTranspose", "PRelu", "ReduceMean", "Sqrt"} <= ops
-    assert y.shape == want and np.isfinite(y).all()
-    with torch.no_grad():
-        ref = model(torch.from_numpy(x)).numpy()
-    assert relative_error(y, ref) <= 1e-3
-    assert np.ptp(y) > 0                             # not a constant output
+    assert y.shape == want
+    _matches_pytorch(model, x, y)
     if fam == "implicit":                            # per-point: reversing the points reverses the output
         y2 = sess.run(None, {sess.get_inputs()[0].name: np.ascontiguousarray(x[:, ::-1])})[0]
         assert np.allclose(y2[:, ::-1], y, atol=1e-5)

@@ -1,0 +1,94 @@
+"""Where a scored exam misses, term by term: per family, the predicted GPU time against the trace's measured GPU
+busy time (the union of kernel intervals, CUPTI) and the predicted host dispatch against the trace's host sum with
+CUPTI's own cost per launch taken off, beside the whole-model signed error of the exam (cases.csv).
+
+  python debug/exam_terms.py --set exam=inference/results/nvidia-h200/exam_v10 \
+      [--set 'timeline_dirs=[benchmark/results/nvidia-h200/corpus/machine_x]']
+
+Reads only what the scorer wrote (resolved_config.json names the timeline model, records and traces). Writes
+<exam>/terms.csv (one row per traced exam model) and <exam>/terms.json (per family medians). A model read this way
+is no longer a test: run it after the exam is scored, never before.
+"""
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from hase.graph_model.dag_critical_path import available_records
+from hase.inference import timeline_model as tm
+from hase.inference.score_exam import predictions
+from hase.model_zoo.corpus import load_split
+from hase.utils import paths
+from hase.utils.config import base_parser, from_args
+from hase.utils.errors import HaseError, run_main
+from hase.utils.logger import get_logger
+
+DEFAULTS = {"exam": "inference/results/nvidia-h200/exam_v10", "timeline_dirs": [],
+            "cupti_us_per_launch": 5.03}  # CUPTI's measured cost per launch on the host (docs/method.md)
+
+
+def main() -> int:
+    p = base_parser("Where a scored exam misses, term by term", "debug", "exam_terms.yaml")
+    args = p.parse_args()
+    cfg = from_args(args, DEFAULTS)
+    log = get_logger("debug", args.log_level)
+    ex = Path(cfg["exam"])
+    if not (ex / "cases.csv").exists():
+        raise HaseError("cases.csv missing: score the exam first (inference/score_exam.py)", ex)
+    rc = json.loads((ex / "resolved_config.json").read_text())["config"]
+    cases = pd.read_csv(ex / "cases.csv")
+    dirs = cfg["timeline_dirs"] or rc["timeline_dirs"]
+    tr, nd = [], []
+    for pat in dirs:
+        for d in sorted(Path().glob(pat)):
+            if (d / "trace_sessions.csv.xz").exists() and (d / "trace_sessions.csv.xz").stat().st_size > 100:
+                tr.append(pd.read_csv(d / "trace_sessions.csv.xz"))
+                nd.append(pd.read_csv(d / "trace_nodes.csv.xz", usecols=["model", "session", "launches"]))
+    if not tr:
+        raise HaseError("no trace sessions in timeline_dirs", ",".join(dirs))
+    tr = pd.concat(tr)
+    tr = tr[tr["model"].isin(cases["model"])]
+    launches = pd.concat(nd).groupby(["model", "session"])["launches"].sum()
+    tr["launches"] = [launches.get((m, s), np.nan) for m, s in zip(tr["model"], tr["session"])]
+    meas = tr.groupby("model")[["gpu_busy_us", "host_sum_us", "launches"]].median()
+    models = sorted(set(meas.index) & set(cases["model"]))
+    records, _ = available_records(rc["records"], models)
+    models = [m for m in models if m in records]
+    model = tm.load(Path(rc["timeline_model"]))
+    pr = predictions(rc["timeline_model"], rc.get("predictor_dir", ""), records, models, load_split())
+    par = model["params"]
+    rows = []
+    for m in models:
+        prep = pr[m][-1]
+        rows.append({"model": m, "pred_gpu_us": float(np.sum(tm.gpu_idle_us(prep, par)[~prep["on_host"]])),
+                     "pred_host_us": float(np.sum(prep["h"]) * par["kappa"])})
+    t = pd.DataFrame(rows).set_index("model").join(meas).join(cases.set_index("model")[["family", "batch", "e2e_ms",
+                                                                                          "pred_ms"]])
+    t["meas_host_us"] = t["host_sum_us"] - cfg["cupti_us_per_launch"] * t["launches"]
+    t["gpu_ratio"] = t["pred_gpu_us"] / t["gpu_busy_us"]
+    t["host_ratio"] = t["pred_host_us"] / t["meas_host_us"]
+    t["e2e_signed_pct"] = (t["pred_ms"] / t["e2e_ms"] - 1) * 100
+    t["host_share"] = t["meas_host_us"] / (t["e2e_ms"] * 1e3)  # above ~1: dispatch-bound
+    med = lambda s: float(np.median(s))  # noqa: E731
+    fam = {f: {"n": int(len(g)), "gpu_ratio": med(g["gpu_ratio"]), "host_ratio": med(g["host_ratio"]),
+               "e2e_signed_pct": med(g["e2e_signed_pct"]), "host_share": med(g["host_share"])}
+           for f, g in t.groupby("family")}
+    out = {"exam": str(ex), "timeline_model": rc["timeline_model"], "models": len(t),
+           "overall": {"gpu_ratio": med(t["gpu_ratio"]), "host_ratio": med(t["host_ratio"]),
+                       "e2e_signed_pct": med(t["e2e_signed_pct"])},
+           "batch_1": {"gpu_ratio": med(t.loc[t["batch"] == 1, "gpu_ratio"]),
+                       "host_ratio": med(t.loc[t["batch"] == 1, "host_ratio"])},
+           "by_family": fam}
+    paths.atomic_write_text(ex / "terms.csv", t.reset_index().to_csv(index=False, float_format="%.5g"))
+    paths.atomic_write_text(ex / "terms.json", json.dumps(out, indent=1) + "\n")
+    log.info("%d traced exam models: predicted/measured GPU %.3f, host %.3f (median); e2e %+.1f%%", len(t),
+             out["overall"]["gpu_ratio"], out["overall"]["host_ratio"], out["overall"]["e2e_signed_pct"])
+    for f, v in fam.items():
+        log.info("  %-12s n=%3d GPU x%.2f host x%.2f e2e %+6.1f%% host share %.2f", f, v["n"], v["gpu_ratio"],
+                 v["host_ratio"], v["e2e_signed_pct"], v["host_share"])
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)

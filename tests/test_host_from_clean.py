@@ -1,0 +1,49 @@
+"""fit_corpus_timeline.host_from_clean: a dispatch-bound model's traced node dispatch is scaled so its timeline runs
+as long as its clean label; a GPU-bound model (the label does not pin its host sum) keeps its labels."""
+import pandas as pd
+import pytest
+
+from hase.inference import timeline_model as tm
+from hase.inference.fit_corpus_timeline import host_from_clean
+
+N = 20
+
+
+def _record() -> dict:
+    return {"device": "cuda", "kernels": [{"id": str(i), "node_name": f"n{i}", "op_type": "Add", "type": "Add",
+                                           "category": "elementwise", "ep": "CUDAExecutionProvider"} for i in range(N)]}
+
+
+def _model() -> dict:
+    return {"host_table": {"default_us": 5.0, "by_op_us": {}, "by_category_us": {}}, "host_semantics": tm.LAUNCH,
+            "gpu_floor_frac": 0.0, "gpu_floor_us": 0.0, "bandwidth": None,
+            "copies_measured": {"h2d_us_per_byte": 0.0, "d2h_us_per_byte": 0.0, "us_per_node": 0.0},
+            "params": dict(tm.DEFAULT_PARAMS, c0_us=30.0, kappa=1.0)}
+
+
+def _per_node(model: str, host_us: float, gpu_us: float) -> pd.DataFrame:
+    return pd.DataFrame({"model": model, "node": [f"n{i}" for i in range(N)], "op": "Add",
+                         "host_plain_us": host_us, "host_us": host_us + 5.0, "gpu_us": gpu_us})
+
+
+def test_dispatch_bound_model_is_brought_to_its_clean_label():
+    # traced: 20 nodes of 10 us dispatch (each launches at the start of its interval; its 1 us kernel ends before the
+    # next launch) -> 30 + 200 = 230 us; the clean process ran the model in 130 us: its dispatch was half the trace's
+    per_node = pd.concat([_per_node("disp", 10.0, 1.0), _per_node("gpu", 10.0, 400.0)])
+    sessions = pd.DataFrame({"model": ["disp", "gpu"], "gpu_idle_us": [200.0, 10.0], "span_us": [221.0, 8010.0]})
+    lab = pd.DataFrame({"e2e_ms": [0.130, 5.0]}, index=["disp", "gpu"])
+    out, fac = host_from_clean(per_node, ["disp", "gpu"], {"disp": _record(), "gpu": _record()}, _model(), lab,
+                               sessions, 0.5, (0.25, 4.0))
+    assert list(fac.index) == ["disp"]                 # the GPU-bound model is not pinned by its label
+    assert fac["disp"] == pytest.approx(0.5, rel=1e-3)
+    assert out.loc[out["model"] == "disp", "host_plain_us"].tolist() == pytest.approx([5.0] * N, rel=1e-3)
+    assert out.loc[out["model"] == "gpu", "host_plain_us"].tolist() == [10.0] * N
+    assert per_node.loc[per_node["model"] == "disp", "host_plain_us"].tolist() == [10.0] * N   # input untouched
+
+
+def test_factor_is_clipped_where_no_dispatch_explains_the_label():
+    per_node = _per_node("disp", 10.0, 1.0)
+    sessions = pd.DataFrame({"model": ["disp"], "gpu_idle_us": [200.0], "span_us": [221.0]})
+    lab = pd.DataFrame({"e2e_ms": [0.02]}, index=["disp"])   # shorter than the fixed cost alone
+    _, fac = host_from_clean(per_node, ["disp"], {"disp": _record()}, _model(), lab, sessions, 0.5, (0.25, 4.0))
+    assert fac["disp"] == 0.25

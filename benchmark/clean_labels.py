@@ -12,7 +12,8 @@ launch chains) before each session. trace_run calls it in a child process before
 (`clean_labels: true`), so every corpus session gets `e2e_clean_median_ms` beside the old label.
 
 Writes one CSV row per (model, session): model, session, e2e_clean_median_ms, e2e_clean_p10_ms, e2e_clean_p90_ms,
-e2e_clean_n, clean_calib_host_index_us, clean_pid. Resumable: rows already in `out` are kept and skipped.
+e2e_clean_n, clean_calib_host_index_us, clean_pid, and (CUDA, copy_budget_ms > 0) the copy rate session.run
+reaches in this process just before (clean_run_{h2d,d2h}_{1,16}MiB_gbps, host_calibration.Calibrator.run_copies). Resumable: rows already in `out` are kept and skipped.
 """
 import csv
 import os
@@ -33,11 +34,12 @@ from hase.utils.ort_session import make_session, resolve_device
 
 DEFAULTS = {"device": "auto", "device_id": 0, "models": [], "sessions": 3, "warmup": 20, "budget_ms": 300.0,
             "min_loops": 20, "max_loops": 5000, "cudnn_conv_algo_search": "EXHAUSTIVE", "threads": 0, "seed": 0,
-            "calib_budget_ms": 8.0, "profiled_runs": 0, "model_list": "", "settle_max_s": 60.0, "out": "",
+            "calib_budget_ms": 8.0, "copy_budget_ms": 5.0, "profiled_runs": 0, "model_list": "", "settle_max_s": 60.0, "out": "",
             "idle_busy_max": 0.1, "idle_window_s": 0.5, "idle_wait_s": 60.0, "idle_check_s": 60.0}  # as trace_run's
 FIELDS = ["model", "session", "e2e_clean_median_ms", "e2e_clean_p10_ms", "e2e_clean_p90_ms", "e2e_clean_n",
           "clean_calib_host_index_us", "clean_pid", "clean_ort_node_sum_us", "clean_ort_execute_us",
-          "clean_profiled_wall_us", "clean_bg_busy_field", "clean_bg_busy_value", "clean_bg_busy_frac"]
+          "clean_profiled_wall_us", "clean_bg_busy_field", "clean_bg_busy_value", "clean_bg_busy_frac",
+          "clean_run_h2d_1MiB_gbps", "clean_run_h2d_16MiB_gbps", "clean_run_d2h_1MiB_gbps", "clean_run_d2h_16MiB_gbps"]
 
 
 def done_rows(path: Path) -> set:
@@ -119,6 +121,9 @@ def measure(models: list, cfg: dict, log) -> int:
                 if idle is None:
                     idle = {f"clean_{k}": v for k, v in guard.check().items()}
                 host = host_index(cal.host(cfg["calib_budget_ms"]))
+                # the copy rate session.run reaches moves 2x between machines (docs/method.md): read it here too
+                copies = {f"clean_{k}": f"{v:.4g}" for k, v in cal.run_copies(cfg["copy_budget_ms"]).items()} \
+                    if cfg["copy_budget_ms"] > 0 else {}
                 prof = tempfile.mkdtemp(prefix="hase_clean_") if cfg["profiled_runs"] else None
                 sess = make_session(mp, device, device_id=cfg["device_id"], cuda_options=cuda_opts,
                                     threads=cfg["threads"], profile_prefix=Path(prof, "ort") if prof else None)
@@ -130,7 +135,7 @@ def measure(models: list, cfg: dict, log) -> int:
                 w.writerow({"model": mp.stem, "session": i, "e2e_clean_median_ms": f"{r['median_ms']:.6g}",
                             "e2e_clean_p10_ms": f"{r['p10_ms']:.6g}", "e2e_clean_p90_ms": f"{r['p90_ms']:.6g}",
                             "e2e_clean_n": len(r["samples_ms"]), "clean_calib_host_index_us": f"{host:.4g}",
-                            "clean_pid": os.getpid(), **ort, **idle})
+                            "clean_pid": os.getpid(), **ort, **idle, **copies})
                 f.flush()
                 added += 1
                 del run, sess

@@ -18,6 +18,9 @@ benchmark/trace_run.py's process next to every measurement, and on the node a pr
            host_index_us: the geometric mean of the four launching chains' per-node times, the one
            number the predictor scales host dispatch by (relative to its training processes').
   copies   H2D and D2H of pageable numpy buffers through OrtValue at 64 KiB, 1 MiB, 16 MiB: GB/s (CUDA).
+           It allocates a buffer per copy: across 15 machines it correlates only 0.57 with the copy rate the
+           models' session.run reached, which moves 2x between machines (docs/method.md). run_copies: the copy
+           session.run itself makes (a model that is one 1 or 16 MiB input, or output, and one kernel).
   compute  (CPU EP) a 3x3 conv, a 512^3 MatMul and a 4M-element Add at the session's thread count:
            GFLOP/s and GB/s: the CPU EP's compute terms scale by these.
   clock    SM clock (MHz) via NVML, read after the chains (CUDA).
@@ -49,6 +52,7 @@ DEFAULTS = {"device": "auto", "device_id": 0, "threads": 0, "budget_ms": 40.0, "
 CHAIN_N = 16
 LAUNCHING = ("relu", "add", "matmul", "conv")
 COPY_BYTES = (64 << 10, 1 << 20, 16 << 20)
+RUN_COPY_BYTES = (1 << 20, 16 << 20)   # session.run's own copies (Calibrator.run_copies)
 SCHEMA = 1
 
 
@@ -93,6 +97,24 @@ def chain_model(kind: str, n: int = CHAIN_N) -> tuple:
 
 # the throughput kernels' work per run (FLOP; bytes read and written for add): compute_model's shapes below
 COMPUTE_WORK = {"conv": 2 * 64 * 64 * 9 * 56 * 56, "matmul": 2 * 512 ** 3, "add": 3 * 4 * (1 << 22)}
+
+
+def run_copy_model(direction: str, nbytes: int) -> tuple:
+    """(ONNX bytes, feed shape) whose session.run (numpy in, numpy out) is one pageable copy of nbytes and almost
+    nothing else: h2d = a float input of nbytes reduced to one value on the GPU; d2h = one float input expanded to an
+    output of nbytes. The copy a model's own session.run makes, through ORT's arena (OrtValue allocates a new buffer
+    per copy, which `copies` times too)."""
+    n = nbytes // 4
+    if direction == "h2d":
+        nodes = [helper.make_node("ReduceMax", ["x"], ["y"], keepdims=0)]
+        x, y = [n], []
+    else:
+        shape = numpy_helper.from_array(np.array([n], np.int64), "shape")
+        nodes = [helper.make_node("Constant", [], ["s"], value=shape), helper.make_node("Expand", ["x", "s"], ["y"])]
+        x, y = [1], [n]
+    graph = helper.make_graph(nodes, f"calib_run_{direction}", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, y)])
+    return model_bytes(graph), x
 
 
 def compute_model(kind: str) -> tuple:
@@ -263,6 +285,31 @@ class Calibrator:
                 d2h.append(time.perf_counter() - t)
             out[f"h2d_{tag}_gbps"] = nbytes / float(np.median(h2d)) / 1e9
             out[f"d2h_{tag}_gbps"] = nbytes / float(np.median(d2h)) / 1e9
+        return out
+
+    def run_copies(self, budget_ms: float = 10.0, sizes=RUN_COPY_BYTES) -> dict:
+        """GB/s of the pageable copies session.run itself makes (run_copy_model), per direction and size: the median
+        run over budget_ms, less the same model's run at 4 KiB (ORT's per-run cost and the one kernel). The small
+        sessions are made once and kept, so a repeat costs ~6 x budget_ms. CUDA only."""
+        if self.device != "cuda":
+            return {}
+        if not hasattr(self, "_copy_runs"):
+            self._copy_runs = {}
+            for direction in ("h2d", "d2h"):
+                for nbytes in (4096, *sizes):
+                    blob, shape = run_copy_model(direction, nbytes)
+                    sess = make_session(blob, self.device, threads=self.threads, device_id=self.device_id)
+                    run = make_runner(sess, {"x": np.ones(shape, np.float32)}, "e2e", self.device_id)
+                    for _ in range(3):
+                        run()
+                    self._copy_runs[(direction, nbytes)] = (sess, run)
+        ms = {k: time_loop(run, None, budget_ms, 5, 5000)["median_ms"] for k, (_, run) in self._copy_runs.items()}
+        out = {}
+        for (direction, nbytes), t in ms.items():
+            if nbytes == 4096:
+                continue
+            tag = f"{nbytes >> 20}MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10}KiB"
+            out[f"run_{direction}_{tag}_gbps"] = nbytes / max((t - ms[(direction, 4096)]) * 1e-3, 1e-9) / 1e9
         return out
 
     def _cpu_median_ms(self, blob: bytes, x, warmup: int, budget_ms: float, max_loops: int) -> float:

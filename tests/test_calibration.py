@@ -446,3 +446,20 @@ def test_cpu_transfer_ceiling_on_the_committed_cpus(tmp_path):
     bad = run_script([REPO / "inference/cpu_transfer_ceiling.py", "--set", "source=/no/such", "--set", f"out={out}"],
                      tmp_path, check=False, cwd=REPO)
     assert bad.returncode != 0 and "/no/such" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_run_copy_models_are_one_copy_of_the_asked_size():
+    """Calibrator.run_copies times models whose session.run is one pageable copy of nbytes: the h2d model takes an
+    nbytes input and returns one value, the d2h model takes one value and returns nbytes; on the CPU EP (no copies)
+    the probe says nothing rather than a made-up rate."""
+    import onnxruntime as ort
+    from hase.benchmark.host_calibration import run_copy_model
+    nbytes = 1 << 20
+    blob, shape = run_copy_model("h2d", nbytes)
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    (y,) = ort.InferenceSession(blob, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    assert shape == [nbytes // 4] and y.shape == () and float(y) == pytest.approx(float(x.max()))
+    blob, shape = run_copy_model("d2h", nbytes)
+    (y,) = ort.InferenceSession(blob, providers=["CPUExecutionProvider"]).run(None, {"x": np.full(shape, 2.5, np.float32)})
+    assert shape == [1] and y.nbytes == nbytes and np.all(y == 2.5)
+    assert Calibrator("cpu", threads=1, warmup=1).run_copies() == {}

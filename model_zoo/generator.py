@@ -151,9 +151,42 @@ same configs on any machine. Families (each with its own parameter ranges, FAMIL
                (residual) and optionally to a skip path (summed), PReLU, a 1x1 conv to 2-3 source masks (Sigmoid or
                ReLU) multiplied with the encoder output, a ConvTranspose1d decoder (shared, or one per source):
                [B, sources, (T' - 1) L / 2 + L] with T' = (T - L) // (L / 2) + 1
-Configs: batch 1 always, one batch of 4-16 and one of 32-64 (dlrm: 64-512 and 1024-2048), each at a size the
-family allows; a config whose forward pass exceeds `max_gflop` is run at a smaller batch (so one run stays under
-~30 ms on an H200).
+  hrnet        HRNet-like multi-resolution CNN over [B, 3, H, W] (size: H = W 192-384, multiples of 32): a stem of
+               two stride-2 3x3 conv-BN-ReLU (32-64) to 1/4, stage 1 of 1-4 bottlenecks (64-256 wide) at 1/4, then
+               1-3 more stages (2-4 in all), each adding a branch at half the lowest resolution (1/8, 1/16, 1/32;
+               widths C, 2C, 4C, 8C with C 16-48), each of 1-3 modules: 1-4 basic or bottleneck blocks per branch,
+               then the fusion (every output branch the ReLU of the sum of the others brought to it: stride-2 3x3
+               conv-BN chains down, 1x1 conv-BN + nearest or bilinear Resize up); head: HRNet-C classification (a
+               bottleneck per branch to 128-1024, stride-2 convs adding downwards, 1x1 conv to 1024-2048, global
+               pool, Linear to 1000), pose heatmaps by a 1x1 conv on the 1/4 branch (16-17 joints) or HRNetV2 (all
+               branches Resized to 1/4, Concat, 1x1 conv-BN-ReLU, 1x1 conv to 19-150 classes): [B, classes] or
+               [B, classes, H/4, W/4]
+  raft         RAFT-like optical flow over two frames stacked on the channels [B, 6, H, W] (size: H = W 128-384,
+               multiples of 64): one residual conv encoder for both frames (in one batch; a 7x7 stride-2 conv, three
+               stages of 1-2 blocks of widths 32-64 x (1, 1.5, 2) to 1/8; instance, batch or group norm; a 1x1 conv
+               to 128-256), a context encoder of frame 1 (BatchNorm) or a 3x3 conv on its features to a tanh hidden
+               state (64-128) and a ReLU input (64-128); an all-pairs correlation (MatMul [B, HW, C] x [B, C, HW]
+               / sqrt(C)) pooled to 1-4 levels by AvgPool, a (2r + 1)^2 window (r 1-4) around the current flow
+               looked up in each level every iteration (GridSample, or bilinear written out: Floor, Clip, Cast,
+               GatherElements, zeros outside), or a local cost volume computed once (zero-padded slices, Mul,
+               ReduceMean per displacement; 1-4 levels by AvgPool of the features, Resized back); 2-6 unrolled
+               updates (a motion encoder of convs on the correlation and the flow, a ConvGRU of 3x3 or separable
+               1x5 + 5x1 convs with Sigmoid, Tanh, Mul, a flow head) at 1/8; the flow up to [B, 2, H, W] by a
+               bilinear Resize x 8 or RAFT's convex upsampling (a mask conv, Softmax over 3x3 neighbours, 7-D Mul and
+               ReduceSum, Transpose)
+  fttransformer  FT-Transformer over numeric tabular features [B, F] (size: F 8-256): every feature its own
+               linear embedding (Mul by W [F, d] + b [F, d], d 64-256, ReLU or not) or a periodic one (Cos, Sin of
+               2 pi x c with 8-24 learned frequencies a feature, a per-feature Linear by a batched MatMul, ReLU),
+               a CLS token appended (Expand, Concat); 1-6 pre-norm layers (the first one's attention LayerNorm
+               optional), 4-8 heads (q/k/v separate or fused, manual Softmax or SDPA; optionally the last layer's
+               query the CLS token alone), a ReGLU, GEGLU or GELU FFN of 4/3-8/3 d; LayerNorm, ReLU, Linear to 1-100
+               on the CLS token: [B, classes]
+Configs: batch 1 always, one batch of 4-16 and one of 32-64 (dlrm: 64-512 and 1024-2048; fttransformer: 64-256
+and 1024-4096), each at a size the family allows; a config whose forward pass exceeds `max_gflop` is run at a
+smaller batch (so one run stays under ~30 ms on an H200). hrnet, raft and fttransformer fit their configs in the
+spec instead: each at the largest size up to its drawn one that keeps a run under 500 GFLOP (their convs and
+MatMuls counted from the spec: exact for hrnet and raft, a slight overestimate for fttransformer), else a halved
+batch (not below 16 for the big one; fttransformer 1024).
 
 The corpus split (model_zoo/corpus_split.yaml) names the training and exam architectures; it is committed
 before any term is fitted on the corpus and `model_zoo/corpus.py` checks that the two are disjoint.
@@ -169,12 +202,12 @@ from hase.utils import paths  # noqa: E402
 from hase.utils.errors import HaseError  # noqa: E402
 
 CNN = ("cnn_plain", "cnn_mobile", "cnn_grouped")  # _build_cnn builds these (unet, fpn, convnext, tcn, dense, gan,
-# yolo, video3d, deeplab, vocoder, superres, tasnet: CNNs built apart)
+# yolo, video3d, deeplab, vocoder, superres, tasnet, hrnet, raft: CNNs built apart)
 # new families go at the end: a family's index seeds its specs and weights, so appending keeps the others' as they are
 FAMILIES = ("cnn_plain", "cnn_mobile", "cnn_grouped", "vit", "swin", "hybrid", "mixer", "encoder",
             "pvt", "decoder", "unet", "conformer", "fpn", "convnext", "tcn", "perceiver", "dense", "rnn", "linattn",
             "ssm", "gan", "moe", "detr", "yolo", "pointnet", "wav2vec", "video3d", "deeplab", "dlrm", "vocoder",
-            "superres", "gnn", "diffusion", "implicit", "tasnet")
+            "superres", "gnn", "diffusion", "implicit", "tasnet", "hrnet", "raft", "fttransformer")
 # families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's or a vocoder's mel bins,
 # a tcn's, an rnn's or an ssm's C_in, an implicit model's 3 coordinates of each of its S points)
 SEQUENCE = ("encoder", "decoder", "conformer", "tcn", "rnn", "ssm", "vocoder", "implicit")
@@ -602,6 +635,61 @@ def arch_spec(family: str, seed: int) -> dict:
         per = n * kernel + n * b + s["repeats"] * s["blocks"] * (2 * b * h + 3 * h + s["skip"] * h)
         per += (s["skip"] or b) * s["sources"] * n + s["sources"] * n * kernel
         sizes = [z for z in (4000, 8000, 12000, 16000, 24000, 32000) if z == 4000 or 2 * per * z / s["stride"] <= 100e9]
+    elif family == "hrnet":
+        # HRNet-like multi-resolution CNN over [B, 3, H, W] (size: H = W, a multiple of 32): a stem of two stride-2
+        # 3x3 conv-BN-ReLU to 1/4, stage 1 of 1-4 bottlenecks at 1/4, then stages 2..S (S 2-4) each adding a branch
+        # at half the lowest resolution (1/8, 1/16, 1/32; widths C, 2C, 4C, 8C), each stage 1-3 modules of 1-4
+        # basic or bottleneck blocks per branch closed by a multi-scale fusion (stride-2 3x3 convs down, 1x1 conv +
+        # nearest or bilinear Resize up, Add, ReLU); head: classification (HRNet-C), pose heatmaps from the 1/4
+        # branch (HRNet v1) or all branches up to 1/4 and concatenated (HRNet v2)
+        stages = int(r.integers(2, 5))
+        s.update(stem_w=_pick(r, [32, 48, 64]), stage1_w=_pick(r, [64, 128, 256]),
+                 stage1_blocks=int(r.integers(1, 5)), width=_pick(r, [16, 18, 24, 32, 40, 48]), stages=stages,
+                 modules=[int(r.integers(1, 4)) for _ in range(stages - 1)], blocks=int(r.integers(1, 5)),
+                 block=_pick(r, ["basic", "basic", "bottleneck"]), up=_pick(r, ["nearest", "nearest", "bilinear"]),
+                 head=_pick(r, ["cls", "pose", "seg"]))
+        if s["head"] == "cls":
+            s.update(head_w=_pick(r, [1024, 2048]), classes=1000)
+        else:  # keypoint heatmaps (COCO 17, MPII 16) or segmentation classes at 1/4
+            s.update(classes=_pick(r, [17, 16]) if s["head"] == "pose" else _pick(r, [19, 21, 150]))
+        sizes = [192, 224, 256, 288, 320, 352, 384]
+    elif family == "raft":
+        # RAFT-like optical flow over two frames stacked on the channels [B, 6, H, W] (size: H = W, a multiple of
+        # 64): a shared residual conv encoder (both frames in one batch) to 1/8, a context encoder (BatchNorm) of
+        # frame 1 or a conv on its features; an all-pairs correlation volume (MatMul [B, HW, C] x [B, C, HW]) pooled
+        # to 1-4 levels by AvgPool, looked up each iteration in a (2r + 1)^2 window (r 1-4) around the current flow
+        # (GridSample, or a bilinear lookup written out: Floor, GatherElements), or a local cost volume (padded
+        # slices, Mul, ReduceMean per displacement, 1-4 levels by AvgPool of the features, Resize back); 2-6 unrolled
+        # updates: a motion encoder, a ConvGRU (3x3, or separable 1x5 + 5x1), a flow head; the flow [B, 2, H/8,
+        # W/8] up to [B, 2, H, W] by a bilinear Resize x 8 or RAFT's convex upsampling (Softmax over 3x3 neighbours)
+        enc = _pick(r, [32, 48, 64])
+        s.update(enc_w=[enc, enc * 3 // 2, enc * 2], enc_blocks=_pick(r, [1, 2, 2]), fdim=_pick(r, [128, 192, 256]),
+                 norm=_pick(r, ["instance", "instance", "batch", "group"]),
+                 context=_pick(r, ["separate", "separate", "shared"]), hdim=_pick(r, [64, 96, 128]),
+                 cdim=_pick(r, [64, 96, 128]), corr=_pick(r, ["allpairs", "allpairs", "local"]),
+                 levels=int(r.integers(1, 5)), radius=int(r.integers(1, 5)),
+                 lookup=_pick(r, ["gather", "gather", "grid_sample"]), gru=_pick(r, ["conv", "sep"]),
+                 iters=int(r.integers(2, 7)), up=_pick(r, ["bilinear", "convex"]))
+        if s["corr"] == "local":
+            del s["lookup"]  # drawn either way (the stream stays aligned), kept only where the model uses it
+        sizes = [128, 192, 256, 320, 384]
+    elif family == "fttransformer":
+        # FT-Transformer over numeric tabular features [B, F] (size: F 8-256): each feature its own linear
+        # embedding (x[..., None] * W[F, d] + b[F, d], ReLU or not) or a periodic one (Sin, Cos of x times learned
+        # frequencies, a per-feature Linear by a batched MatMul, ReLU), a CLS token appended; 1-6 pre-norm layers
+        # (the first one's attention LayerNorm optional, as in the paper), multi-head attention (manual or SDPA,
+        # q/k/v separate or fused; optionally only the CLS query in the last layer), a ReGLU, GEGLU or GELU FFN;
+        # head LayerNorm, ReLU, Linear on the CLS token: [B, classes]
+        d = _pick(r, [64, 96, 128, 192, 256])
+        s.update(d=d, heads=_pick(r, [4, 8, 8]), layers=int(r.integers(1, 7)),
+                 embed=_pick(r, ["linear", "linear", "linear_relu", "periodic"]), frequencies=_pick(r, [8, 16, 24]),
+                 ffn=_pick(r, ["reglu", "reglu", "geglu", "gelu"]), d_ffn=int(d * _pick(r, [4 / 3, 2.0, 8 / 3])),
+                 first_norm=bool(r.random() < 0.5), qkv=_pick(r, ["separate", "fused"]),
+                 attn=_pick(r, ["manual", "sdpa"]), cls_only_last=bool(r.random() < 0.5),
+                 classes=_pick(r, [1, 2, 3, 7, 10, 100]))
+        if s["embed"] != "periodic":
+            del s["frequencies"]  # drawn either way, kept only where the model uses it
+        sizes = [8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]  # features
     else:  # perceiver
         stem = _pick(r, ["patch", "conv"])
         patch = _pick(r, [4, 8, 16] if stem == "conv" else [4, 6, 8, 12, 14, 16])  # conv: log2(patch) stride-2 convs
@@ -618,6 +706,10 @@ def arch_spec(family: str, seed: int) -> dict:
     if family == "implicit":  # at most 1e6 points per run (B x N): the largest size that fits under it
         for c in s["configs"]:
             c["size"] = max(z for z in sizes if z <= c["size"] and c["batch"] * z <= 1_000_000)
+    if family == "fttransformer":  # tabular models serve big batches: batch 1, 64-256 and 1024-4096
+        s["configs"][1]["batch"], s["configs"][2]["batch"] = _pick(r, [64, 128, 256]), _pick(r, [1024, 2048, 4096])
+    if family in ("hrnet", "raft", "fttransformer"):
+        _fit_configs(s, sizes)
     return s
 
 
@@ -659,6 +751,99 @@ def _diffusion_gflop(s: dict, size: int) -> float:
             if attn:
                 macs += 4 * co * co * px(lv) + 2 * px(lv) ** 2 * co
     return 2 * macs / 1e9
+
+
+def _hrnet_gflop(s: dict, size: int) -> float:
+    """Batch-1 GFLOP (2 per multiply-add, convs and the Linear) of an HRNet at H = W = size."""
+    n, sw, w1 = s["stages"], s["stem_w"], s["stage1_w"]
+    c = [s["width"] << i for i in range(n)]
+    px = [(size // 4 >> i) ** 2 for i in range(n)]            # pixels of the branch at 1/4, 1/8, 1/16, 1/32
+
+    def bottleneck(ci, p, co):
+        return ci * p + 9 * p * p + p * co + (ci * co if ci != co else 0)
+    block = (lambda ch: 18 * ch * ch) if s["block"] == "basic" else (lambda ch: bottleneck(ch, ch // 2, ch))
+    macs = 27 * sw * (size // 2) ** 2 + 9 * sw * sw * px[0]
+    macs += sum(bottleneck(sw if i == 0 else w1, w1 // 4, w1) for i in range(s["stage1_blocks"])) * px[0]
+    macs += 9 * w1 * c[0] * px[0] + 9 * w1 * c[1] * px[1]
+    for k in range(2, n + 1):                                 # stage k: k branches
+        for m in range(s["modules"][k - 2]):
+            macs += sum(s["blocks"] * block(c[i]) * px[i] for i in range(k))
+            last = k == n and m == s["modules"][k - 2] - 1
+            for i in range(1 if last and s["head"] == "pose" else k):
+                for j in range(k):
+                    if j > i:
+                        macs += c[j] * c[i] * px[j]
+                    for t in range(i - j):                    # j < i: i - j stride-2 3x3 convs
+                        macs += 9 * c[j] * (c[i] if t == i - j - 1 else c[j]) * px[j + t + 1]
+        if k < n:
+            macs += 9 * c[k - 1] * c[k] * px[k]
+    if s["head"] == "cls":
+        q = [32, 64, 128, 256]
+        macs += sum(bottleneck(c[i], q[i], 4 * q[i]) * px[i] for i in range(n))
+        macs += sum(9 * 4 * q[i] * 4 * q[i + 1] * px[i + 1] for i in range(n - 1))
+        macs += 4 * q[n - 1] * s["head_w"] * px[n - 1] + s["head_w"] * s["classes"]
+    elif s["head"] == "pose":
+        macs += c[0] * s["classes"] * px[0]
+    else:
+        macs += (sum(c) ** 2 + sum(c) * s["classes"]) * px[0]
+    return 2 * macs / 1e9
+
+
+def _raft_gflop(s: dict, size: int) -> float:
+    """Batch-1 GFLOP (2 per multiply-add: convs and the correlation MatMul) of a RAFT-like model at H = W = size."""
+    w, nb, fd, hd, cd = s["enc_w"], s["enc_blocks"], s["fdim"], s["hdim"], s["cdim"]
+    k, lv, h = (2 * s["radius"] + 1) ** 2, s["levels"], size // 8
+    px = [(size >> i) ** 2 for i in (1, 2, 3)]                # pixels at 1/2, 1/4, 1/8
+
+    def enc(out):
+        m, ci = 147 * w[0] * px[0], w[0]
+        for i, co in enumerate(w):
+            for b in range(nb):
+                m += (9 * ci * co + 9 * co * co + (ci * co if ci != co else 0)) * px[i]
+                ci = co
+        return m + ci * out * px[2]
+    macs = 2 * enc(fd) + (enc(hd + cd) if s["context"] == "separate" else 9 * fd * (hd + cd) * px[2])
+    macs += (h * h) ** 2 * fd if s["corr"] == "allpairs" else sum(k * fd * (h >> i) ** 2 for i in range(lv))
+    gru = (3 * 9 if s["gru"] == "conv" else 2 * 3 * 5) * (2 * hd + cd) * hd
+    motion = lv * k * 2 * hd + 9 * 2 * hd * (3 * hd // 2) + 49 * 2 * hd + 9 * hd * (hd // 2) + 9 * 2 * hd * (hd - 2)
+    macs += s["iters"] * (motion + gru + 9 * hd * 2 * hd + 9 * 2 * hd * 2) * px[2]
+    if s["up"] == "convex":
+        macs += (9 * hd * 256 + 256 * 576) * px[2]
+    return 2 * macs / 1e9
+
+
+def _ftt_gflop(s: dict, size: int) -> float:
+    """Batch-1 GFLOP (2 per multiply-add: the Linears and attention MatMuls) of an FT-Transformer over `size`
+    features (size + 1 tokens)."""
+    t, d = size + 1, s["d"]
+    ffn = (2 if s["ffn"] == "gelu" else 3) * d * s["d_ffn"]
+    macs = size * 2 * s.get("frequencies", 0) * d + d * s["classes"]
+    for i in range(s["layers"]):
+        if s["cls_only_last"] and i == s["layers"] - 1:     # one query: the CLS token
+            macs += (3 if s["qkv"] == "fused" else 2) * d * d * t + 2 * d * d + 2 * t * d + ffn
+        else:
+            macs += (4 * d * d + ffn) * t + 2 * t * t * d
+    return 2 * macs / 1e9
+
+
+def _fit_configs(s: dict, sizes: list, budget: float = 500.0) -> None:
+    """hrnet, raft, fttransformer: each config at the largest of `sizes` up to its own whose run (batch x the
+    family's batch-1 GFLOP) stays under `budget` (build_corpus caps at 600) and, for fttransformer, whose attention
+    scores (batch x heads x tokens^2) stay under 2.5e8 elements; where even the smallest size is over, the batch
+    halves, down to the config's floor (batch 1, 4 and 16; fttransformer 1, 64 and 1024). A middle config equal to
+    the big one halves its batch."""
+    gflop = {"hrnet": _hrnet_gflop, "raft": _raft_gflop, "fttransformer": _ftt_gflop}[s["family"]]
+    tab = s["family"] == "fttransformer"
+
+    def fits(b, z):
+        return b * gflop(s, z) <= budget and (not tab or b * s["heads"] * (z + 1) ** 2 <= 2.5e8)
+    for c, floor in zip(s["configs"], (1, 64, 1024) if tab else (1, 4, 16)):
+        ok = [z for z in sizes if z <= c["size"] and fits(c["batch"], z)]
+        c["size"] = max(ok) if ok else min(sizes)
+        while c["batch"] > floor and not fits(c["batch"], c["size"]):
+            c["batch"] //= 2
+    if s["configs"][1] == s["configs"][2]:
+        s["configs"][1]["batch"] //= 2
 
 
 def _configs(r, family: str, sizes: list) -> list:
@@ -1416,6 +1601,12 @@ def _build(spec: dict, size: int, M: dict, g):
         model = _build_implicit(spec)
     elif fam == "tasnet":
         model = _build_tasnet(spec)
+    elif fam == "hrnet":
+        model = _build_hrnet(spec)
+    elif fam == "raft":
+        model = _build_raft(spec, size)
+    elif fam == "fttransformer":
+        model = _build_fttransformer(spec, size)
     elif fam == "torchvision":
         from hase.model_zoo.torchvision_exporter import build_torch_model
         return build_torch_model(spec["arch"], size)
@@ -3208,6 +3399,370 @@ def _build_tasnet(s):
     return TasNet()
 
 
+def _build_hrnet(s):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    n = s["stages"]
+    c = [s["width"] << i for i in range(n)]
+
+    def cbr(ci, co, k=3, stride=1, relu=True):
+        layers = [nn.Conv2d(ci, co, k, stride, k // 2, bias=False), nn.BatchNorm2d(co)]
+        return nn.Sequential(*layers, nn.ReLU()) if relu else nn.Sequential(*layers)
+
+    def up(f):
+        return nn.Upsample(scale_factor=f, mode=s["up"], **({"align_corners": False} if s["up"] == "bilinear" else {}))
+
+    def add(ts):
+        y = ts[0]
+        for t in ts[1:]:
+            y = y + t
+        return y
+
+    class Bottleneck(nn.Module):
+        """1x1 conv to p, 3x3, 1x1 to co (BN after each), + the input (a 1x1 conv-BN when the width changes), ReLU."""
+        def __init__(self, ci, p, co):
+            super().__init__()
+            self.body = nn.Sequential(cbr(ci, p, 1), cbr(p, p), cbr(p, co, 1, relu=False))
+            self.short = cbr(ci, co, 1, relu=False) if ci != co else nn.Identity()
+
+        def forward(self, x):
+            return F.relu(self.body(x) + self.short(x))
+
+    class Basic(nn.Module):
+        """3x3 conv-BN-ReLU, 3x3 conv-BN, + the input, ReLU."""
+        def __init__(self, ch):
+            super().__init__()
+            self.body = nn.Sequential(cbr(ch, ch), cbr(ch, ch, relu=False))
+
+        def forward(self, x):
+            return F.relu(self.body(x) + x)
+
+    class Module(nn.Module):
+        """k branches of `blocks` blocks each, then the fusion: output i = ReLU(sum over branches j of x_j (j = i),
+        1x1 conv-BN + Resize x 2^(j - i) (j > i), or i - j stride-2 3x3 conv-BN(-ReLU) (j < i))."""
+        def __init__(self, k, outs):
+            super().__init__()
+            blk = (lambda ch: Basic(ch)) if s["block"] == "basic" else (lambda ch: Bottleneck(ch, ch // 2, ch))
+            self.branches = nn.ModuleList([nn.Sequential(*[blk(c[i]) for _ in range(s["blocks"])]) for i in range(k)])
+            self.fuse = nn.ModuleList()
+            for i in range(outs):
+                row = nn.ModuleList()
+                for j in range(k):
+                    if j == i:
+                        row.append(nn.Identity())
+                    elif j > i:
+                        row.append(nn.Sequential(cbr(c[j], c[i], 1, relu=False), up(2 ** (j - i))))
+                    else:
+                        row.append(nn.Sequential(*[cbr(c[j], c[i] if t == i - j - 1 else c[j], 3, 2, t < i - j - 1)
+                                                   for t in range(i - j)]))
+                self.fuse.append(row)
+
+        def forward(self, xs):
+            xs = [b(x) for b, x in zip(self.branches, xs)]
+            return [F.relu(add([op(x) for op, x in zip(row, xs)])) for row in self.fuse]
+
+    class HRNet(nn.Module):
+        """[B, 3, H, W] -> stem to 1/4 -> stage 1 -> transition to 2 branches -> stages (each: modules, then a new
+        branch by a stride-2 3x3 conv from the lowest) -> head: cls [B, classes], pose or seg [B, classes, H/4,
+        W/4]."""
+        def __init__(self):
+            super().__init__()
+            sw, w1 = s["stem_w"], s["stage1_w"]
+            self.stem = nn.Sequential(cbr(3, sw, 3, 2), cbr(sw, sw, 3, 2))
+            self.layer1 = nn.Sequential(*[Bottleneck(sw if i == 0 else w1, w1 // 4, w1)
+                                          for i in range(s["stage1_blocks"])])
+            self.trans1 = nn.ModuleList([cbr(w1, c[0]), cbr(w1, c[1], 3, 2)])
+            self.stages, self.trans = nn.ModuleList(), nn.ModuleList()
+            for k in range(2, n + 1):
+                m = s["modules"][k - 2]
+                self.stages.append(nn.ModuleList([Module(k, 1 if k == n and i == m - 1 and s["head"] == "pose" else k)
+                                                  for i in range(m)]))
+                if k < n:
+                    self.trans.append(cbr(c[k - 1], c[k], 3, 2))
+            if s["head"] == "cls":  # HRNet-C: a bottleneck per branch to 128-1024, stride-2 convs adding downwards
+                q = [32, 64, 128, 256][:n]
+                self.incre = nn.ModuleList([Bottleneck(c[i], q[i], 4 * q[i]) for i in range(n)])
+                self.downs = nn.ModuleList([cbr(4 * q[i], 4 * q[i + 1], 3, 2) for i in range(n - 1)])
+                self.final, self.fc = cbr(4 * q[-1], s["head_w"], 1), nn.Linear(s["head_w"], s["classes"])
+            elif s["head"] == "pose":
+                self.out = nn.Conv2d(c[0], s["classes"], 1)
+            else:
+                self.ups = nn.ModuleList([up(2 ** i) for i in range(1, n)])
+                self.out = nn.Sequential(cbr(sum(c), sum(c), 1), nn.Conv2d(sum(c), s["classes"], 1))
+
+        def forward(self, x):
+            x = self.layer1(self.stem(x))
+            xs = [t(x) for t in self.trans1]
+            for k, mods in enumerate(self.stages):
+                for mod in mods:
+                    xs = mod(xs)
+                if k < len(self.trans):
+                    xs = xs + [self.trans[k](xs[-1])]
+            if s["head"] == "cls":
+                y = self.incre[0](xs[0])
+                for i in range(1, n):
+                    y = self.incre[i](xs[i]) + self.downs[i - 1](y)
+                return self.fc(F.adaptive_avg_pool2d(self.final(y), 1).flatten(1))
+            if s["head"] == "pose":
+                return self.out(xs[0])
+            return self.out(torch.cat([xs[0]] + [u(y) for u, y in zip(self.ups, xs[1:])], 1))
+    return HRNet()
+
+
+def _build_raft(s, size):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    h = size // 8
+    hd, cd, fd, rad, nl = s["hdim"], s["cdim"], s["fdim"], s["radius"], s["levels"]
+    k = (2 * rad + 1) ** 2
+    dims = [h >> i for i in range(nl)]  # the correlation pyramid's (or the pooled features') side per level
+
+    def norm(ch, kind):
+        if kind == "instance":
+            return nn.InstanceNorm2d(ch)
+        return nn.BatchNorm2d(ch) if kind == "batch" else nn.GroupNorm(8, ch)
+
+    class Res(nn.Module):
+        """RAFT's ResidualBlock: 3x3 conv (stride), norm, ReLU, 3x3 conv, norm, ReLU, + the input (a 1x1 conv and
+        norm when the shape changes), ReLU."""
+        def __init__(self, ci, co, stride, kind):
+            super().__init__()
+            self.c1, self.n1 = nn.Conv2d(ci, co, 3, stride, 1), norm(co, kind)
+            self.c2, self.n2 = nn.Conv2d(co, co, 3, 1, 1), norm(co, kind)
+            self.down = nn.Sequential(nn.Conv2d(ci, co, 1, stride), norm(co, kind)) if ci != co else None
+
+        def forward(self, x):
+            y = F.relu(self.n2(self.c2(F.relu(self.n1(self.c1(x))))))
+            return F.relu((x if self.down is None else self.down(x)) + y)
+
+    def encoder(out, kind):
+        """7x7 stride-2 conv, norm, ReLU; three stages of residual blocks (the 2nd and 3rd from a stride 2) to 1/8;
+        a 1x1 conv to `out`."""
+        w = s["enc_w"]
+        layers, ci = [nn.Conv2d(3, w[0], 7, 2, 3), norm(w[0], kind), nn.ReLU()], w[0]
+        for i, co in enumerate(w):
+            for b in range(s["enc_blocks"]):
+                layers.append(Res(ci, co, 2 if b == 0 and i > 0 else 1, kind))
+                ci = co
+        return nn.Sequential(*layers, nn.Conv2d(ci, out, 1))
+
+    class GRU(nn.Module):
+        """ConvGRU (3x3) or SepConvGRU (1x5 then 5x1): z, r = Sigmoid(conv[h, x]), q = Tanh(conv[r h, x]),
+        h = (1 - z) h + z q."""
+        def __init__(self, xd):
+            super().__init__()
+            ks = [(3, 3)] if s["gru"] == "conv" else [(1, 5), (5, 1)]
+            self.passes = nn.ModuleList([nn.ModuleList([nn.Conv2d(hd + xd, hd, kk, padding=(kk[0] // 2, kk[1] // 2))
+                                                        for _ in range(3)]) for kk in ks])
+
+        def forward(self, hh, x):
+            for cz, cr, cq in self.passes:
+                hx = torch.cat([hh, x], 1)
+                z, r = torch.sigmoid(cz(hx)), torch.sigmoid(cr(hx))
+                hh = (1 - z) * hh + z * torch.tanh(cq(torch.cat([r * hh, x], 1)))
+            return hh
+
+    class Update(nn.Module):
+        """Motion encoder (1x1 + 3x3 convs on the correlation, 7x7 + 3x3 on the flow, a 3x3 conv, the flow
+        concatenated), the GRU on [context, motion], a flow head (3x3 conv, ReLU, 3x3 conv to 2)."""
+        def __init__(self):
+            super().__init__()
+            self.c1, self.c2 = nn.Conv2d(nl * k, 2 * hd, 1), nn.Conv2d(2 * hd, 3 * hd // 2, 3, padding=1)
+            self.f1, self.f2 = nn.Conv2d(2, hd, 7, padding=3), nn.Conv2d(hd, hd // 2, 3, padding=1)
+            self.conv = nn.Conv2d(2 * hd, hd - 2, 3, padding=1)
+            self.gru = GRU(cd + hd)
+            self.head = nn.Sequential(nn.Conv2d(hd, 2 * hd, 3, padding=1), nn.ReLU(),
+                                      nn.Conv2d(2 * hd, 2, 3, padding=1))
+
+        def forward(self, net, inp, corr, flow):
+            cr = F.relu(self.c2(F.relu(self.c1(corr))))
+            fl = F.relu(self.f2(F.relu(self.f1(flow))))
+            motion = torch.cat([F.relu(self.conv(torch.cat([cr, fl], 1))), flow], 1)
+            net = self.gru(net, torch.cat([inp, motion], 1))
+            return net, self.head(net)
+
+    class RAFT(nn.Module):
+        """[B, 6, H, W] (two frames) -> features of both frames in one batch, context of frame 1 (tanh hidden, ReLU
+        input) -> correlation -> `iters` updates of the flow at 1/8 -> upsampled: [B, 2, H, W]."""
+        def __init__(self):
+            super().__init__()
+            self.fnet = encoder(fd, s["norm"])
+            self.cnet = (encoder(hd + cd, "batch") if s["context"] == "separate"
+                         else nn.Conv2d(fd, hd + cd, 3, padding=1))
+            self.update = Update()
+            if s["up"] == "convex":
+                self.mask = nn.Sequential(nn.Conv2d(hd, 256, 3, padding=1), nn.ReLU(), nn.Conv2d(256, 64 * 9, 1))
+            ys, xs = torch.meshgrid(torch.arange(h), torch.arange(h), indexing="ij")
+            self.register_buffer("coords0", torch.stack([xs, ys]).float()[None], persistent=False)   # [1, 2, h, w]
+            d = torch.arange(-rad, rad + 1).float()
+            dy, dx = torch.meshgrid(d, d, indexing="ij")
+            self.register_buffer("delta", torch.stack([dx, dy], -1).reshape(1, 1, k, 2), persistent=False)
+            for i, n_ in enumerate(dims):  # pixels -> GridSample's [-1, 1] (align_corners)
+                self.register_buffer(f"scale{i}", torch.tensor([2.0 / (n_ - 1)] * 2), persistent=False)
+
+        def lookup(self, pyramid, coords):
+            """The (2r + 1)^2 window around coords (x, y in 1/8 pixels) in each level, bilinear, zeros outside:
+            [B, levels x (2r + 1)^2, h, w]."""
+            cs = coords.permute(0, 2, 3, 1).reshape(-1, h * h, 1, 2)
+            out = []
+            for i, (corr, n_) in enumerate(zip(pyramid, dims)):
+                p = cs / 2 ** i + self.delta                                    # [B, hw, K, 2] pixels of level i
+                if s["lookup"] == "grid_sample":
+                    g = (p * getattr(self, f"scale{i}") - 1).reshape(-1, 2 * rad + 1, 2 * rad + 1, 2)
+                    v = F.grid_sample(corr, g, mode="bilinear", padding_mode="zeros", align_corners=True)
+                    out.append(v.reshape(-1, h * h, k))
+                    continue
+                p0 = torch.floor(p)
+                frac = p - p0
+                idx, wts = [], []
+                for ox, oy in ((0, 0), (1, 0), (0, 1), (1, 1)):
+                    cx, cy = p0[..., 0] + ox, p0[..., 1] + oy
+                    wx = frac[..., 0] if ox else 1 - frac[..., 0]
+                    wy = frac[..., 1] if oy else 1 - frac[..., 1]
+                    inside = (cx >= 0) & (cx <= n_ - 1) & (cy >= 0) & (cy <= n_ - 1)
+                    idx.append(cy.clamp(0, n_ - 1) * n_ + cx.clamp(0, n_ - 1))
+                    wts.append(wx * wy * inside.float())
+                v = torch.gather(corr.reshape(-1, h * h, n_ * n_), 2, torch.cat(idx, -1).long())   # [B, hw, 4K]
+                out.append((v * torch.cat(wts, -1)).reshape(-1, h * h, 4, k).sum(2))
+            return torch.cat(out, -1).transpose(1, 2).reshape(-1, nl * k, h, h)
+
+        def local(self, f1, f2):
+            """A cost volume per level: the mean over channels of f1 x f2 shifted by each displacement within the
+            radius (zero-padded slices), levels by AvgPool of both features, Resized back to 1/8."""
+            out = []
+            for i, n_ in enumerate(dims):
+                a, b = (f1, f2) if i == 0 else (F.avg_pool2d(f1, 2 ** i), F.avg_pool2d(f2, 2 ** i))
+                bp = F.pad(b, (rad, rad, rad, rad))
+                c = torch.cat([(a * bp[:, :, dy:dy + n_, dx:dx + n_]).mean(1, keepdim=True)
+                               for dy in range(2 * rad + 1) for dx in range(2 * rad + 1)], 1)
+                out.append(c if i == 0 else F.interpolate(c, size=(h, h), mode="bilinear", align_corners=False))
+            return torch.cat(out, 1)
+
+        def forward(self, x):
+            f1, f2 = self.fnet(torch.cat([x[:, :3], x[:, 3:]], 0)).chunk(2, 0)  # [B, fd, h, w] each
+            ctx = self.cnet(x[:, :3] if s["context"] == "separate" else f1)
+            net, inp = torch.tanh(ctx[:, :hd]), F.relu(ctx[:, hd:])
+            if s["corr"] == "allpairs":
+                corr = f1.flatten(2).transpose(1, 2) @ f2.flatten(2) / math.sqrt(fd)   # [B, hw, hw]
+                pyramid = [corr.reshape(-1, 1, h, h)]
+                for _ in range(nl - 1):
+                    pyramid.append(F.avg_pool2d(pyramid[-1], 2, 2))
+            else:
+                static = self.local(f1, f2)
+            flow = torch.zeros_like(net[:, :2])
+            for _ in range(s["iters"]):
+                corr = self.lookup(pyramid, self.coords0 + flow) if s["corr"] == "allpairs" else static
+                net, delta = self.update(net, inp, corr, flow)
+                flow = flow + delta
+            if s["up"] == "bilinear":
+                return 8 * F.interpolate(flow, scale_factor=8, mode="bilinear", align_corners=True)
+            mask = (0.25 * self.mask(net)).reshape(-1, 1, 9, 8, 8, h, h).softmax(2)
+            fp = F.pad(8 * flow, (1, 1, 1, 1))
+            nb = torch.stack([fp[:, :, dy:dy + h, dx:dx + h] for dy in range(3) for dx in range(3)], 2)
+            up = (mask * nb[:, :, :, None, None]).sum(2)                          # [B, 2, 8, 8, h, w]
+            return up.permute(0, 1, 4, 2, 5, 3).reshape(-1, 2, 8 * h, 8 * h)
+    return RAFT()
+
+
+def _build_fttransformer(s, size):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    nf, d, nh = size, s["d"], s["heads"]
+    dh = d // nh
+
+    class Embed(nn.Module):
+        """[B, F] -> [B, F, d]: x[..., None] * W + b per feature (ReLU after or not), or periodic: Cos, Sin of
+        2 pi x c (c: [F, k] frequencies), a per-feature Linear ([F, B, 2k] @ [F, 2k, d]), ReLU."""
+        def __init__(self):
+            super().__init__()
+            self.periodic = s["embed"] == "periodic"
+            if self.periodic:
+                self.freq = nn.Parameter(torch.empty(nf, s["frequencies"]))
+                self.w = nn.Parameter(torch.empty(nf, 2 * s["frequencies"], d))
+            else:
+                self.w = nn.Parameter(torch.empty(nf, d))
+            self.b = nn.Parameter(torch.empty(nf, d))
+
+        def forward(self, x):
+            if self.periodic:
+                v = 2 * math.pi * x[..., None] * self.freq
+                v = torch.cat([torch.cos(v), torch.sin(v)], -1).transpose(0, 1)     # [F, B, 2k]
+                return F.relu((v @ self.w).transpose(0, 1) + self.b)
+            t = x[..., None] * self.w + self.b
+            return F.relu(t) if s["embed"] == "linear_relu" else t
+
+    class Attn(nn.Module):
+        """Multi-head attention, q/k/v by separate Linears or one fused, manual Softmax or SDPA, a Linear out; the
+        queries may be fewer than the keys (the CLS token alone)."""
+        def __init__(self):
+            super().__init__()
+            if s["qkv"] == "fused":
+                self.qkv = nn.Linear(d, 3 * d)
+            else:
+                self.q, self.k, self.v = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+            self.out = nn.Linear(d, d)
+
+        def forward(self, y, cls_only):
+            if s["qkv"] == "fused":
+                q, kk, v = self.qkv(y).chunk(3, -1)
+                if cls_only:
+                    q = q[:, -1:]
+            else:
+                q, kk, v = self.q(y[:, -1:] if cls_only else y), self.k(y), self.v(y)
+            q, kk, v = [t.reshape(t.shape[0], t.shape[1], nh, dh).transpose(1, 2) for t in (q, kk, v)]
+            if s["attn"] == "sdpa":
+                o = F.scaled_dot_product_attention(q, kk, v)
+            else:
+                o = ((q @ kk.transpose(-2, -1)) * dh ** -0.5).softmax(-1) @ v
+            return self.out(o.transpose(1, 2).reshape(o.shape[0], o.shape[2], d))
+
+    class FFN(nn.Module):
+        """ReGLU / GEGLU (a Linear to 2 d_ffn, a * act(b)) or GELU, a Linear back to d."""
+        def __init__(self):
+            super().__init__()
+            glu = s["ffn"] != "gelu"
+            self.inp, self.out = nn.Linear(d, (2 if glu else 1) * s["d_ffn"]), nn.Linear(s["d_ffn"], d)
+
+        def forward(self, x):
+            y = self.inp(x)
+            if s["ffn"] == "gelu":
+                return self.out(F.gelu(y))
+            a, b = y.chunk(2, -1)
+            return self.out(a * (F.relu(b) if s["ffn"] == "reglu" else F.gelu(b)))
+
+    class Block(nn.Module):
+        def __init__(self, i):
+            super().__init__()
+            self.n1 = nn.LayerNorm(d) if i > 0 or s["first_norm"] else nn.Identity()
+            self.attn, self.n2, self.ffn = Attn(), nn.LayerNorm(d), FFN()
+            self.cls_only = s["cls_only_last"] and i == s["layers"] - 1
+
+        def forward(self, x):
+            y = self.n1(x)
+            x = (x[:, -1:] if self.cls_only else x) + self.attn(y, self.cls_only)
+            return x + self.ffn(self.n2(x))
+
+    class FTT(nn.Module):
+        """[B, F] -> tokens [B, F, d] + a CLS token at the end -> layers -> LayerNorm, ReLU, Linear on the CLS
+        token: [B, classes]."""
+        def __init__(self):
+            super().__init__()
+            self.embed, self.cls = Embed(), nn.Parameter(torch.empty(1, 1, d))
+            self.blocks = nn.ModuleList([Block(i) for i in range(s["layers"])])
+            self.norm, self.head = nn.LayerNorm(d), nn.Linear(d, s["classes"])
+
+        def forward(self, x):
+            t = self.embed(x)
+            t = torch.cat([t, self.cls.expand(t.shape[0], 1, d)], 1)
+            for blk in self.blocks:
+                t = blk(t)
+            return self.head(F.relu(self.norm(t[:, -1])))
+    return FTT()
+
+
 def input_shape(spec: dict, batch: int, size: int) -> tuple:
     if spec["family"] == "implicit":  # N points of 3 coordinates, points first: [B, N, 3]
         return (batch, size, 3)
@@ -3228,6 +3783,10 @@ def input_shape(spec: dict, batch: int, size: int) -> tuple:
         return (batch, 1, spec["n_dense"] + spec["tables"] * size)
     if spec["family"] == "gnn":  # N nodes: F_in features then the N adjacency columns, packed in one float tensor
         return (batch, size, spec["f_in"] + size)
+    if spec["family"] == "raft":  # two RGB frames stacked on the channels
+        return (batch, 6, size, size)
+    if spec["family"] == "fttransformer":  # a table's rows: F numeric features each
+        return (batch, size)
     return (batch, 3, size, size)
 
 
@@ -3236,9 +3795,11 @@ def file_stem(spec: dict, batch: int, size: int) -> str:
     bins, a tcn's, an rnn's or an ssm's time steps x input channels, a pointnet's 3 x points, a wav2vec's 1 x
     samples, a video3d's H x W (its frames are fixed per architecture), a dlrm's 1 x (dense features + tables x
     lookups per table), a vocoder's frames x 80 mel bins, a superres's H x W, a gnn's N x (F_in + N), a diffusion's
-    H x W, an implicit model's points x 3, a tasnet's 1 x samples."""
+    H x W, an implicit model's points x 3, a tasnet's 1 x samples, an hrnet's or a raft's H x W, an fttransformer's
+    1 x features (its input [B, F] has no H)."""
     shape = input_shape(spec, batch, size)
-    return Path(paths.model_file(spec["arch"], batch, shape[-2], shape[-1])).stem
+    h = shape[-2] if len(shape) > 2 else 1
+    return Path(paths.model_file(spec["arch"], batch, h, shape[-1])).stem
 
 
 def forward_gflop(model, shape) -> float:

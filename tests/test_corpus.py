@@ -22,7 +22,7 @@ SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1,
          "encoder": 2, "pvt": 7, "decoder": 6, "unet": 7, "conformer": 5, "fpn": 7, "convnext": 3,
          "tcn": 1, "perceiver": 8, "dense": 4, "rnn": 1, "linattn": 1, "ssm": 1, "gan": 1, "moe": 2, "detr": 3,
          "yolo": 2, "pointnet": 3, "wav2vec": 7, "video3d": 6, "deeplab": 0, "dlrm": 4, "vocoder": 2, "superres": 0,
-         "gnn": 1, "diffusion": 5, "implicit": 7, "tasnet": 1}
+         "gnn": 1, "diffusion": 5, "implicit": 7, "tasnet": 1, "hrnet": 2, "raft": 3, "fttransformer": 6}
 # tcn-s1: gated, LayerNorm, an uneven 'same' Pad; perceiver-s8: 2 MHA cross blocks; rnn-s1: a stride-2 Conv1d
 # front-end, 3 GRU layers, a mean head; linattn-s1: conv stem, elu+1 linear attention by MatMul; ssm-s1: 3 Mamba-like
 # blocks, a chunked scan (3 chunks of 64 at T 192); ssm-s5 (S4D, a long-convolution kernel) is exported by seed checks;
@@ -37,6 +37,9 @@ SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1,
 # diffusion-s5: a 4-channel latent, 2 levels of 64, ConvTranspose2d up, 1x1-conv q/k/v SDPA attention, a learned
 # variance (8 output channels); implicit-s7: SIREN (Sin, w0 30) over a NeRF encoding, two heads with view directions;
 # tasnet-s1: causal (left Pad, per-frame channel norm), a skip path, a shared ConvTranspose1d decoder
+# hrnet-s2: 2 branches (24, 48) of basic blocks, 3 fusion modules, nearest Resize, a classification head;
+# raft-s3: all-pairs MatMul correlation, 1 level looked up at radius 2 by GatherElements, SepConvGRU x 4, convex
+# upsampling; fttransformer-s6: linear + ReLU embeddings of 48 features, 2 layers, fused q/k/v SDPA, ReGLU
 
 
 def test_specs_are_seeded_and_reproducible():
@@ -159,6 +162,58 @@ def test_v10_family_exports_runs_and_has_its_output_shape(tmp_path, fam, seed):
         so.optimized_model_filepath = str(tmp_path / "optimized.onnx")
         ort.InferenceSession(str(out), so, providers=["CPUExecutionProvider"])
         assert {"Sin", "Cos"} <= {n.op_type for n in onnx.load(so.optimized_model_filepath).graph.node}
+
+
+@pytest.mark.parametrize("fam,seed", [("hrnet", 4), ("hrnet", 15), ("raft", 0), ("raft", 6), ("raft", 9),
+                                      ("fttransformer", 2), ("fttransformer", 5)])
+def test_v11_family_exports_runs_and_has_its_output_shape(tmp_path, fam, seed):
+    """The exam v11 held-out families at their smallest size, batch 2: the project's export path, the CPU EP, the
+    output shape each family promises (hrnet [B, classes] or [B, classes, H/4, W/4], raft [B, 2, H, W],
+    fttransformer [B, classes] from [B, F]), ORT equal to PyTorch, the ops that define each family in the graph;
+    hrnet-s4: 3 branches of bottlenecks, the HRNetV2 head (Concat of all branches at 1/4); hrnet-s15: 2 branches,
+    a pose head on the 1/4 branch alone (the last fusion makes only that one); raft-s0: 4 AvgPool levels looked up by
+    GatherElements, SepConvGRU, convex upsampling; raft-s6: a local cost volume, the context from frame 1's
+    features; raft-s9: GridSample lookup; fttransformer-s2: periodic embeddings (Sin, Cos, a batched MatMul), the
+    CLS query alone in the last layer; fttransformer-s5: linear embeddings, manual attention, 100 classes."""
+    import onnx
+    size, batch = {"hrnet": 192, "raft": 128, "fttransformer": 16}[fam], 2
+    spec, model, shape, out, sess, x, y = _export_and_run(tmp_path, fam, seed, size, batch)
+    nodes = [n.op_type for n in onnx.load(str(out)).graph.node]
+    ops = set(nodes)
+    if fam == "hrnet":
+        assert shape == (batch, 3, size, size)
+        n = spec["stages"]
+        want = (batch, spec["classes"]) if spec["head"] == "cls" else (batch, spec["classes"], size // 4, size // 4)
+        assert {"Conv", "Resize", "Add", "Relu"} <= ops
+        ups = 0                                      # one Resize per up-fusion (branch j into a higher i), + v2's
+        for k in range(2, n + 1):
+            for m in range(spec["modules"][k - 2]):
+                outs = 1 if k == n and m == spec["modules"][k - 2] - 1 and spec["head"] == "pose" else k
+                ups += sum(j > i for i in range(outs) for j in range(k))
+        assert nodes.count("Resize") == ups + (n - 1 if spec["head"] == "seg" else 0)
+    elif fam == "raft":
+        assert shape == (batch, 6, size, size)
+        want = (batch, 2, size, size)
+        assert {"Conv", "Sigmoid", "Tanh", "Mul"} <= ops
+        if spec["corr"] == "allpairs":
+            assert {"MatMul", "GridSample" if spec["lookup"] == "grid_sample" else "GatherElements"} <= ops
+        else:
+            assert "ReduceMean" in ops and "MatMul" not in ops
+        assert ("AveragePool" in ops) == (spec["levels"] > 1) and ("Softmax" in ops) == (spec["up"] == "convex")
+    else:
+        assert shape == (batch, size) and out.stem == f"fttransformer-s{seed}_bs{batch}_1x{size}"
+        want = (batch, spec["classes"])
+        assert {"LayerNormalization", "MatMul", "Concat"} <= ops
+        assert ({"Sin", "Cos"} <= ops) == (spec["embed"] == "periodic")
+    assert y.shape == want
+    _matches_pytorch(model, x, y)
+    if fam == "raft":                                # the flow reads the second frame too
+        x2 = x.copy()
+        x2[:, 3:] = x[:, 3:, ::-1]
+        assert not np.allclose(sess.run(None, {sess.get_inputs()[0].name: x2})[0], y, atol=1e-4)
+    if fam == "fttransformer":                       # per row: reversing the rows reverses the output
+        y2 = sess.run(None, {sess.get_inputs()[0].name: np.ascontiguousarray(x[::-1])})[0]
+        assert np.allclose(y2[::-1], y, atol=1e-5)
 
 
 def test_committed_split_is_disjoint_and_big_enough():

@@ -52,7 +52,7 @@ DEFAULTS = {"timeline_dirs": ["benchmark/results/nvidia-h200/corpus/machine_*"],
             "load_params_from": "inference/results/nvidia-h200/interference/timeline_model.json",
             "algo": "EXHAUSTIVE", "dispatch_bound_idle_frac": 0.5, "spread_quantiles": [0.1, 0.9],
             "cv_folds": 5, "xgboost": {}, "host_relative_to_calibration": True, "label": "clean",
-            "idle_busy_max": IDLE_BUSY_MAX, "host_from_clean": False, "host_from_clean_range": [0.25, 4.0],
+            "idle_busy_max": IDLE_BUSY_MAX, "host_from_clean": True, "host_from_clean_range": [0.25, 4.0],
             "out": "inference/results/nvidia-h200/corpus"}
 
 

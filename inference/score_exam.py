@@ -11,7 +11,8 @@ architecture is refused (its `measured.train_models`), and so is an exam list ho
 
 Writes <out>/summary.json: by_family.<family>.{n, mape_pct, within_10pct, median_signed_pct, in_band_pct},
 by_group (held-out family / fresh seed / named), by_batch, overall, frozen_commit, gpu_minutes, the baselines
-scored the same way; <out>/cases.csv.
+scored the same way; <out>/cases.csv. An `out` named exam_v<N> also writes <out>/../exam/summary.json: the
+latest scored exam at issue 22's fixed path, with `exam` and `report` naming its version folder.
 """
 import json
 from pathlib import Path
@@ -199,6 +200,11 @@ def main() -> int:
     paths.atomic_write_text(out / "cases.csv", d.to_csv(index=False, float_format="%.5g"))
     paths.atomic_write_text(out / "summary.json", json.dumps(summary, indent=1, default=float) + "\n")
     save_resolved(cfg, out)
+    if out.name.startswith("exam_v"):  # issue 22's fixed path: <gpu>/exam/summary.json is the latest scored exam
+        latest = out.parent / "exam"
+        latest.mkdir(parents=True, exist_ok=True)
+        paths.atomic_write_text(latest / "summary.json", json.dumps(dict(summary, exam=out.name, report=str(out)),
+                                                                    indent=1, default=float) + "\n")
     o = summary["overall"]
     log.info("exam: %d models, MAPE %.1f%% (±10%%: %.0f%%, median signed %+.1f%%, in band %.0f%%)", o["n"],
              o["mape_pct"], o["within_10pct"], o["median_signed_pct"], o["in_band_pct"])

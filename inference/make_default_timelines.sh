@@ -32,9 +32,12 @@ m = json.loads(Path("inference/results/nvidia-h100/corpus/timeline_model.json").
 m["interference"] = h200["interference"]
 m["params"].update({k: h200["params"][k] for k in ("alpha", "beta_us", "clock_exp", "gamma")})
 m["load_params_from"] = "inference/results/nvidia-h200/default (fit_interference.py on H200 machines)"
-m["warnings_for_users"] = ["nvidia-h100: interference terms were measured on H200 machines (idle terms are the "
-                           "H100's own: exam v7 18.9% MAPE, 200 models, 3 clean sessions on one H100 machine, "
-                           "inference/results/nvidia-h100/exam_v7/)"]
+# the idle accuracy users are told is the latest scored H100 exam's (score_exam.py keeps it at <gpu>/exam/)
+ex = json.loads(Path("inference/results/nvidia-h100/exam/summary.json").read_text())
+m["warnings_for_users"] = [
+    f"nvidia-h100: interference terms were measured on H200 machines (idle terms are the H100's own; the last H100 "
+    f"exam, {ex['exam'].replace('exam_', '')}: {ex['overall']['mape_pct']:.1f}% MAPE, {ex['models']} models, "
+    f"{ex['sessions_per_model']} clean sessions on {ex['machines']} H100 machine(s), {ex['report']})"]
 p.write_text(json.dumps(m, indent=1) + "\n")
 PY
 $PY inference/judge_timeline.py --set timeline_model=$R/nvidia-h100/default/timeline_model.json \

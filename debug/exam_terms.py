@@ -7,7 +7,8 @@ CUPTI's own cost per launch taken off, beside the whole-model signed error of th
 
 Reads only what the scorer wrote (resolved_config.json names the timeline model, records and traces). Writes
 <exam>/terms.csv (one row per traced exam model) and <exam>/terms.json (per family medians). A model read this way
-is no longer a test: run it after the exam is scored, never before.
+is no longer a test: run it after the exam is scored, never before, and before the default it names is refit on
+the exam (it refuses a timeline model that has trained on the exam's architectures).
 """
 import json
 from pathlib import Path
@@ -38,6 +39,12 @@ def main() -> int:
         raise HaseError("cases.csv missing: score the exam first (inference/score_exam.py)", ex)
     rc = json.loads((ex / "resolved_config.json").read_text())["config"]
     cases = pd.read_csv(ex / "cases.csv")
+    model = tm.load(Path(rc["timeline_model"]))
+    seen = tm.train_archs(model) & {paths.model_arch(m) for m in cases["model"]}
+    if seen:  # the scorer names a path, not a version: a later refit there has trained on this exam
+        raise HaseError(f"the timeline model has since been fitted on this exam's architectures ({len(seen)}, e.g. "
+                        f"{sorted(seen)[0]}): its terms would be in-sample; run this right after scoring",
+                        rc["timeline_model"])
     dirs = cfg["timeline_dirs"] or rc["timeline_dirs"]
     tr, nd = [], []
     for pat in dirs:
@@ -55,7 +62,6 @@ def main() -> int:
     models = sorted(set(meas.index) & set(cases["model"]))
     records, _ = available_records(rc["records"], models)
     models = [m for m in models if m in records]
-    model = tm.load(Path(rc["timeline_model"]))
     pr = predictions(rc["timeline_model"], rc.get("predictor_dir", ""), records, models, load_split())
     par = model["params"]
     rows = []

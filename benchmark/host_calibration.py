@@ -99,6 +99,11 @@ def chain_model(kind: str, n: int = CHAIN_N) -> tuple:
 COMPUTE_WORK = {"conv": 2 * 64 * 64 * 9 * 56 * 56, "matmul": 2 * 512 ** 3, "add": 3 * 4 * (1 << 22)}
 
 
+def size_tag(nbytes: int) -> str:
+    """'64KiB', '16MiB': the size in a copy column's name."""
+    return f"{nbytes >> 20}MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10}KiB"
+
+
 def run_copy_model(direction: str, nbytes: int) -> tuple:
     """(ONNX bytes, feed shape) whose session.run (numpy in, numpy out) is one pageable copy of nbytes and almost
     nothing else: h2d = a float input of nbytes reduced to one value on the GPU; d2h = one float input expanded to an
@@ -258,6 +263,7 @@ class Calibrator:
             for _ in range(warmup):
                 run()
             self.chains[kind] = (sess, run)
+        self._copy_runs = {}   # run_copies' small sessions, made at its first call
 
     def host(self, budget_ms: float = 40.0) -> dict:
         """Per-node host time of each chain (us): the median of runs over budget_ms per chain."""
@@ -274,7 +280,7 @@ class Calibrator:
         out = {}
         for nbytes in COPY_BYTES:
             a = np.ones(nbytes // 4, np.float32)
-            tag = f"{nbytes >> 20}MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10}KiB"
+            tag = size_tag(nbytes)
             h2d, d2h = [], []
             for _ in range(5 if nbytes >= 1 << 24 else 20):
                 t = time.perf_counter()
@@ -293,8 +299,7 @@ class Calibrator:
         sessions are made once and kept, so a repeat costs ~6 x budget_ms. CUDA only."""
         if self.device != "cuda":
             return {}
-        if not hasattr(self, "_copy_runs"):
-            self._copy_runs = {}
+        if not self._copy_runs:
             for direction in ("h2d", "d2h"):
                 for nbytes in (4096, *sizes):
                     blob, shape = run_copy_model(direction, nbytes)
@@ -308,7 +313,7 @@ class Calibrator:
         for (direction, nbytes), t in ms.items():
             if nbytes == 4096:
                 continue
-            tag = f"{nbytes >> 20}MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10}KiB"
+            tag = size_tag(nbytes)
             out[f"run_{direction}_{tag}_gbps"] = nbytes / max((t - ms[(direction, 4096)]) * 1e-3, 1e-9) / 1e9
         return out
 

@@ -18,6 +18,7 @@ import pandas as pd
 
 from hase.graph_model.dag_critical_path import available_records
 from hase.inference import timeline_model as tm
+from hase.inference.fit_corpus_timeline import split_sessions
 from hase.inference.score_exam import predictions
 from hase.model_zoo.corpus import load_split
 from hase.utils import paths
@@ -46,18 +47,12 @@ def main() -> int:
                         f"{sorted(seen)[0]}): its terms would be in-sample; run this right after scoring",
                         rc["timeline_model"])
     dirs = cfg["timeline_dirs"] or rc["timeline_dirs"]
-    tr, nd = [], []
-    for pat in dirs:
-        for d in sorted(Path().glob(pat)):
-            if (d / "trace_sessions.csv.xz").exists() and (d / "trace_sessions.csv.xz").stat().st_size > 100:
-                tr.append(pd.read_csv(d / "trace_sessions.csv.xz"))
-                nd.append(pd.read_csv(d / "trace_nodes.csv.xz", usecols=["model", "session", "launches"]))
-    if not tr:
+    # the fit's and the scorer's reader: traced sessions and nodes of the exam's architectures only
+    tr, nodes, _, _, _ = split_sessions(dirs, rc["algo"], {paths.model_arch(m) for m in cases["model"]})
+    if tr.empty:
         raise HaseError("no trace sessions in timeline_dirs", ",".join(dirs))
-    tr = pd.concat(tr)
-    tr = tr[tr["model"].isin(cases["model"])]
-    launches = pd.concat(nd).groupby(["model", "session"])["launches"].sum()
-    tr["launches"] = [launches.get((m, s), np.nan) for m, s in zip(tr["model"], tr["session"])]
+    launches = nodes.groupby(["machine", "model", "session"])["launches"].sum()
+    tr["launches"] = [launches.get(k, np.nan) for k in zip(tr["machine"], tr["model"], tr["session"])]
     meas = tr.groupby("model")[["gpu_busy_us", "host_sum_us", "launches"]].median()
     models = sorted(set(meas.index) & set(cases["model"]))
     records, _ = available_records(rc["records"], models)

@@ -93,6 +93,14 @@ def at_reference_speed(nodes: pd.DataFrame, sessions: pd.DataFrame, ref: dict, l
     return n.drop(columns="f"), fac["f"]
 
 
+def node_row(idx: pd.DataFrame, key: tuple):
+    """The per-node medians of (model, node) from a frame indexed by them; None when the node was not measured."""
+    if key not in idx.index:
+        return None
+    row = idx.loc[key]
+    return row.iloc[0] if isinstance(row, pd.DataFrame) else row
+
+
 def host_from_clean(per_node: pd.DataFrame, models: list, records: dict, model: dict, lab: pd.DataFrame,
                     sessions: pd.DataFrame, idle_frac: float, bounds) -> tuple:
     """(per_node, factors): each dispatch-bound model's node dispatch scaled so that its timeline, built from its own
@@ -111,8 +119,7 @@ def host_from_clean(per_node: pd.DataFrame, models: list, records: dict, model: 
         if m not in lab.index or idle.get(m, 0.0) < idle_frac:
             continue
         ks = records[m]["kernels"]
-        rows = [pn.loc[(m, k["node_name"])] if (m, k["node_name"]) in pn.index else None for k in ks]
-        rows = [r.iloc[0] if isinstance(r, pd.DataFrame) else r for r in rows]
+        rows = [node_row(pn, (m, k["node_name"])) for k in ks]
         gpu = [float(r["gpu_us"]) if r is not None else 0.0 for r in rows]
         host = np.array([float(r["host_plain_us"]) if r is not None else 0.0 for r in rows])
         prep = tm.prepared(records[m], kernel_ms(ks, gpu), model, node_host_us=host)
@@ -141,10 +148,8 @@ def training_rows(models: list, records: dict, per_node: pd.DataFrame) -> tuple:
     ks, g, h, owner = [], [], [], []
     for m in models:
         for k in with_context(records[m]["kernels"]):   # neighbours from the whole record, before any is skipped
-            key = (m, k["node_name"])
-            if key in idx.index:
-                row = idx.loc[key]
-                row = row.iloc[0] if isinstance(row, pd.DataFrame) else row
+            row = node_row(idx, (m, k["node_name"]))
+            if row is not None:
                 ks.append(k)
                 g.append(float(row["gpu_us"]))
                 h.append(float(row["host_plain_us"]))

@@ -13,7 +13,11 @@ launch chains) before each session. trace_run calls it in a child process before
 
 Writes one CSV row per (model, session): model, session, e2e_clean_median_ms, e2e_clean_p10_ms, e2e_clean_p90_ms,
 e2e_clean_n, clean_calib_host_index_us, clean_pid, and (CUDA, copy_budget_ms > 0) the copy rate session.run
-reaches in this process just before (clean_run_{h2d,d2h}_{1,16}MiB_gbps, host_calibration.Calibrator.run_copies). Resumable: rows already in `out` are kept and skipped.
+reaches in this process just before (clean_run_{h2d,d2h}_{1,16}MiB_gbps, host_calibration.Calibrator.run_copies).
+Off by default: with it on (machines y and j, exam v11) the labels ran 5-60% slower than on earlier machines and
+slower than the same machine's CUPTI-traced process; the copy rate is read in a process of its own instead
+(benchmark/host_calibration.py run_copy_budget_ms, run_gpu_corpus.sh). Kept only for the A/B that finds out why
+(gpu_jobs.yaml copy_probe_ab). Resumable: rows already in `out` are kept and skipped.
 """
 import csv
 import os
@@ -34,7 +38,7 @@ from hase.utils.ort_session import make_session, resolve_device
 
 DEFAULTS = {"device": "auto", "device_id": 0, "models": [], "sessions": 3, "warmup": 20, "budget_ms": 300.0,
             "min_loops": 20, "max_loops": 5000, "cudnn_conv_algo_search": "EXHAUSTIVE", "threads": 0, "seed": 0,
-            "calib_budget_ms": 8.0, "copy_budget_ms": 5.0, "profiled_runs": 0, "model_list": "", "settle_max_s": 60.0, "out": "",
+            "calib_budget_ms": 8.0, "copy_budget_ms": 0.0, "profiled_runs": 0, "model_list": "", "settle_max_s": 60.0, "out": "",
             "idle_busy_max": 0.1, "idle_window_s": 0.5, "idle_wait_s": 60.0, "idle_check_s": 60.0}  # as trace_run's
 FIELDS = ["model", "session", "e2e_clean_median_ms", "e2e_clean_p10_ms", "e2e_clean_p90_ms", "e2e_clean_n",
           "clean_calib_host_index_us", "clean_pid", "clean_ort_node_sum_us", "clean_ort_execute_us",
@@ -134,8 +138,7 @@ def measure(models: list, cfg: dict, log) -> int:
                 if idle is None:
                     idle = {f"clean_{k}": v for k, v in guard.check().items()}
                 host = host_index(cal.host(cfg["calib_budget_ms"]))
-                # the copy rate session.run reaches moves 2x between machines (docs/method.md): read it here too
-                copies = run_copies(cal, cfg, log)
+                copies = run_copies(cal, cfg, log)   # off by default: it slowed the labels (docstring)
                 prof = tempfile.mkdtemp(prefix="hase_clean_") if cfg["profiled_runs"] else None
                 sess = make_session(mp, device, device_id=cfg["device_id"], cuda_options=cuda_opts,
                                     threads=cfg["threads"], profile_prefix=Path(prof, "ort") if prof else None)

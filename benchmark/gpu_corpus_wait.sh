@@ -16,6 +16,7 @@ if [ -n "$R" ]; then
   cp "$R"/trace_config_*.json "$OUT"/trace_config.json 2>/dev/null
   cp "$R"/calibration.json "$OUT"/calibration.json 2>/dev/null
   [ -e "$R"/clean_sessions.csv ] && gzip -c "$R"/clean_sessions.csv > "$OUT"/clean_sessions.csv.gz
+  [ -e "$R"/clean_copy_on.csv ] && gzip -c "$R"/clean_copy_on.csv > "$OUT"/clean_copy_on.csv.gz  # COPY_AB
 fi
 cp "$JOB"/log.txt "$JOB"/records.json.xz "$OUT"/ 2>/dev/null
 # at most 8 files: machine.txt is also the head of log.txt (import_corpus.py takes it from there)

@@ -20,7 +20,10 @@ benchmark/trace_run.py's process next to every measurement, and on the node a pr
   copies   H2D and D2H of pageable numpy buffers through OrtValue at 64 KiB, 1 MiB, 16 MiB: GB/s (CUDA).
            It allocates a buffer per copy: across 15 machines it correlates only 0.57 with the copy rate the
            models' session.run reached, which moves 2x between machines (docs/method.md). run_copies: the copy
-           session.run itself makes (a model that is one 1 or 16 MiB input, or output, and one kernel).
+           session.run itself makes (a model that is one 1 or 16 MiB input, or output, and one kernel): in a
+           process of its own only (run_copy_budget_ms > 0 here; the CLI): measured inside the labelling
+           process before each model (machines y and j, exam v11), the labels ran 5-60% slower than on the
+           machines before and slower than the same machine's CUPTI-traced process (docs/method.md).
   compute  (CPU EP) a 3x3 conv, a 512^3 MatMul and a 4M-element Add at the session's thread count:
            GFLOP/s and GB/s: the CPU EP's compute terms scale by these.
   clock    SM clock (MHz) via NVML, read after the chains (CUDA).
@@ -48,7 +51,8 @@ from hase.utils.logger import get_logger  # noqa: E402
 from hase.utils.ort_session import make_session, provenance, resolve_device  # noqa: E402
 
 CONFIG = Path(__file__).resolve().parent / "host_calibration.yaml"
-DEFAULTS = {"device": "auto", "device_id": 0, "threads": 0, "budget_ms": 40.0, "warmup": 20, "out": ""}
+DEFAULTS = {"device": "auto", "device_id": 0, "threads": 0, "budget_ms": 40.0, "warmup": 20, "run_copy_budget_ms": 0.0,
+            "out": "", "key": ""}
 CHAIN_N = 16
 LAUNCHING = ("relu", "add", "matmul", "conv")
 COPY_BYTES = (64 << 10, 1 << 20, 16 << 20)
@@ -293,10 +297,10 @@ class Calibrator:
             out[f"d2h_{tag}_gbps"] = nbytes / float(np.median(d2h)) / 1e9
         return out
 
-    def run_copies(self, budget_ms: float = 10.0, sizes=RUN_COPY_BYTES) -> dict:
+    def run_copies(self, budget_ms: float = 10.0, sizes=RUN_COPY_BYTES, keep: bool = True) -> dict:
         """GB/s of the pageable copies session.run itself makes (run_copy_model), per direction and size: the median
         run over budget_ms, less the same model's run at 4 KiB (ORT's per-run cost and the one kernel). The small
-        sessions are made once and kept, so a repeat costs ~6 x budget_ms. CUDA only."""
+        sessions are made once and kept (keep=False: released after), so a repeat costs ~6 x budget_ms. CUDA only."""
         if self.device != "cuda":
             return {}
         if not self._copy_runs:
@@ -309,6 +313,8 @@ class Calibrator:
                         run()
                     self._copy_runs[(direction, nbytes)] = (sess, run)
         ms = {k: time_loop(run, None, budget_ms, 5, 5000)["median_ms"] for k, (_, run) in self._copy_runs.items()}
+        if not keep:
+            self._copy_runs = {}
         out = {}
         for (direction, nbytes), t in ms.items():
             if nbytes == 4096:
@@ -350,11 +356,15 @@ class Calibrator:
             out[kind] = pts
         return out
 
-    def calibrate(self, budget_ms: float = 40.0) -> Calibration:
+    def calibrate(self, budget_ms: float = 40.0, run_copy_budget_ms: float = 0.0) -> Calibration:
+        """run_copy_budget_ms > 0 (CUDA): also session.run's own copy rates (run_*_gbps in copy_gbps), sessions released."""
         t0 = time.perf_counter()
         host = self.host(budget_ms)
+        copies = self.copies()
+        if run_copy_budget_ms > 0:
+            copies.update(self.run_copies(run_copy_budget_ms, keep=False))
         cal = Calibration(device=self.device, host_us_per_node=host,
-                          host_index_us=host_index(host), copy_gbps=self.copies(),
+                          host_index_us=host_index(host), copy_gbps=copies,
                           compute=self.compute(5 * budget_ms), ladder=self.ladder(budget_ms), threads=self.threads,
                           layout=host_layout(),
                           provenance=provenance(self.device, self.device_id), time_unix=time.time())
@@ -366,10 +376,10 @@ class Calibrator:
 
 
 def calibrate(device: str = "auto", device_id: int = 0, threads: int = 0, budget_ms: float = 40.0,
-              warmup: int = 20) -> Calibration:
+              warmup: int = 20, run_copy_budget_ms: float = 0.0) -> Calibration:
     """One full calibration of this process on a resolved device."""
     dev = resolve_device(device, device_id)
-    return Calibrator(dev, device_id, threads, warmup).calibrate(budget_ms)
+    return Calibrator(dev, device_id, threads, warmup).calibrate(budget_ms, run_copy_budget_ms)
 
 
 def main() -> int:
@@ -382,13 +392,23 @@ def main() -> int:
         raise HaseError(f"config budget_ms: must be > 0, not {cfg['budget_ms']}")
     t0 = time.perf_counter()
     cal = calibrate(cfg["device"], int(cfg["device_id"]), int(cfg["threads"]), float(cfg["budget_ms"]),
-                    int(cfg["warmup"]))
+                    int(cfg["warmup"]), float(cfg["run_copy_budget_ms"]))
     cal.took_s = time.perf_counter() - t0       # session creation included
     d = cal.to_dict()
     log.info("%s: host %.2f us/node (%s), %s in %.1f s", cal.device, cal.host_index_us,
              " ".join(f"{k} {v:.2f}" for k, v in cal.host_us_per_node.items()),
              " ".join(f"{k} {v:.1f}" for k, v in {**cal.copy_gbps, **cal.compute}.items()), cal.took_s)
-    if cfg["out"]:
+    if cfg["out"] and cfg["key"]:  # one entry of a {process: profile} file (trace_run's calibration.json)
+        out = Path(cfg["out"])
+        try:
+            have = json.loads(out.read_text()) if out.exists() else {}
+        except ValueError as ex:
+            raise HaseError(f"not JSON ({ex})", out) from ex
+        if not isinstance(have, dict):
+            raise HaseError("not a {process: profile} JSON object", out)
+        paths.atomic_write_text(out, json.dumps({**have, str(cfg["key"]): d}, indent=1))
+        log.info("wrote %s [%s]", out, cfg["key"])
+    elif cfg["out"]:
         paths.atomic_write_text(Path(cfg["out"]), json.dumps(d, indent=1))
         log.info("wrote %s", cfg["out"])
     else:

@@ -11,6 +11,10 @@
 #      ANCHORS ("": a YAML list of training architectures exported and traced beside SPLIT's models, e.g.
 #      "[resnet50, mobilenet_v2, vit_b_16, cnn_mobile-s1, vit-s2, encoder-s1, hybrid-s1, unet-s0]": a machine that
 #      runs only exam models then still shares models with the training machines, so its offset can be measured).
+#      COPY_AB (0; 1 with LABELS_ONLY: 2 label sessions with the in-process copy probe off and 2 with it on, alternating
+#      processes, into clean_sessions.csv and clean_copy_on.csv: did the probe slow the exam v11 labels? docs/method.md)
+# The copy rates session.run reaches are read at the start and end of the measuring stage in a process of their own
+# (host_calibration.py run_copy_budget_ms), into calibration.json's standalone-start / standalone-end entries.
 set -uo pipefail
 JOB=${1:?job dir}; mkdir -p "$JOB"
 export HASE_HOME=${HASE_HOME:-/tmp/hase} PYTHONUNBUFFERED=1
@@ -53,6 +57,11 @@ print("records:", len(recs))
 PY
 fi
 echo "stage trace $(el)"
+R=$HASE_HOME/benchmark/results/$(python3 -c "from hase.utils.ort_session import device_slug; print(device_slug('cuda', 0))")/corpus
+mkdir -p "$R"
+probe() { python3 benchmark/host_calibration.py --device cuda --set run_copy_budget_ms=20 --set "out=$R/calibration.json" \
+  --set "key=standalone-$1" 2>&1 | grep -E "cuda:|rror"; }
+probe start
 # a seeded shuffle: if the job is cut short, every family and split is measured about equally far
 python3 -c "import random,sys; l=open(sys.argv[1]).read().split(); random.Random(0).shuffle(l); print('\n'.join(l))" \
   "$JOB/all_models.txt" > "$JOB/trace_order.txt"
@@ -67,17 +76,20 @@ PY
 trace() { python3 benchmark/trace_run.py --device cuda --set "model_list=$1" --set "sessions=$2" \
   --set out=corpus --set keep_going=true --set trace_sessions=0 --set warmup=5 --set profiled_runs=3 \
   --set cupti_runs=6 --set budget_ms=60 --set min_loops=5 --set "clean_sessions=$CS" 2>&1 | quiet; }
-if [ "${LABELS_ONLY:-0}" = 1 ]; then  # labels only: CLEAN_SESSIONS clean sessions of every model, no trace
-  R=$HASE_HOME/benchmark/results/$(python3 -c "from hase.utils.ort_session import device_slug; print(device_slug('cuda', 0))")/corpus
-  mkdir -p "$R"
-  python3 benchmark/clean_labels.py --device cuda --set "model_list=$JOB/trace_order.txt" --set "sessions=$(( CS > 0 ? CS : 1 ))" \
-    --set warmup=5 --set budget_ms=60 --set min_loops=5 --set profiled_runs=3 --set "out=$R/clean_sessions.csv" 2>&1 | quiet \
-    | awk 'NR % 50 == 0'
+clean() {  # $1 sessions, $2 out CSV, $3 copy_budget_ms
+  python3 benchmark/clean_labels.py --device cuda --set "model_list=$JOB/trace_order.txt" --set "sessions=$1" \
+    --set warmup=5 --set budget_ms=60 --set min_loops=5 --set profiled_runs=3 --set "out=$2" --set "copy_budget_ms=$3" \
+    2>&1 | quiet | awk 'NR % 50 == 0'; }
+if [ "${LABELS_ONLY:-0}" = 1 ] && [ "${COPY_AB:-0}" = 1 ]; then
+  for n in 1 2; do clean $n "$R/clean_sessions.csv" 0; clean $n "$R/clean_copy_on.csv" 5; done
+elif [ "${LABELS_ONLY:-0}" = 1 ]; then  # labels only: CLEAN_SESSIONS clean sessions of every model, no trace
+  clean "$(( CS > 0 ? CS : 1 ))" "$R/clean_sessions.csv" 0
 elif [ "${EXAM_SESSIONS:-0}" -gt 0 ]; then
   echo "exam models: $(wc -l < "$JOB/exam_order.txt"), $EXAM_SESSIONS sessions"
   trace "$JOB/exam_order.txt" "$EXAM_SESSIONS"
 fi
 [ "${LABELS_ONLY:-0}" = 1 ] || trace "$JOB/trace_order.txt" "${SESSIONS:-2}"
+probe end
 echo "stage done $(el)"
 } 2>&1 | tee "$JOB/log.txt"
 touch "$JOB/DONE"

@@ -39,6 +39,23 @@ def test_cli_profile_on_cpu_ep_is_well_formed(tmp_path):
     assert cal.layout["affinity_cpus"] >= 1
 
 
+def test_cli_key_adds_one_entry_to_a_process_file(tmp_path):
+    """With `key`, the profile joins trace_run's {process: profile} calibration.json beside the entries there (the
+    corpus job's standalone copy probe); a file that is not such an object is refused in one line naming it."""
+    out = tmp_path / "calibration.json"
+    out.write_text(json.dumps({"host-1-123": {"schema": 1, "host_index_us": 7.0}}))
+    run_script([REPO / "benchmark/host_calibration.py", "--device", "cpu", "--set", f"out={out}",
+                "--set", "key=standalone-start", "--set", "budget_ms=5", "--set", "warmup=2"], tmp_path)
+    d = json.loads(out.read_text())
+    assert set(d) == {"host-1-123", "standalone-start"} and d["host-1-123"]["host_index_us"] == 7.0
+    assert d["standalone-start"]["host_index_us"] > 0 and d["standalone-start"]["device"] == "cpu"
+    out.write_text("[1, 2]")
+    bad = run_script([REPO / "benchmark/host_calibration.py", "--device", "cpu", "--set", f"out={out}",
+                      "--set", "key=x", "--set", "budget_ms=5", "--set", "warmup=2"], tmp_path, check=False)
+    assert bad.returncode != 0 and str(out) in bad.stderr and "Traceback" not in bad.stderr
+    assert out.read_text() == "[1, 2]"
+
+
 def test_chains_are_what_they_say():
     import onnx
     for kind in ("relu", "add", "matmul", "conv", "reshape"):

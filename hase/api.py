@@ -147,7 +147,32 @@ class Predictor:
         self._records = {}   # analysis cache: (path, size, mtime) -> record
         self._preps = {}     # record key -> prepared timeline input (read-only)
         self._ids = {}       # id(record) -> (record, record key)
+        self._local_cal = None   # (time, profile or None, note): calibration="local", reused LOCAL_REUSE_S
         self.fields = self._fields()
+
+    def local_calibration(self) -> tuple:
+        """(profile or None, note): this machine's calibration for this target, read now or within the last
+        LOCAL_REUSE_S (inference/machine_calibration.local_calibration). None when this machine is not the target."""
+        from hase.inference import machine_calibration as mc
+        with self._lock:
+            if self._local_cal and time.time() - self._local_cal[0] < mc.LOCAL_REUSE_S:
+                return self._local_cal[1:]
+        if self.device == "cuda":
+            from hase.utils.ort_session import device_slug, resolve_device
+            try:
+                here = device_slug("cuda") if resolve_device("auto") == "cuda" else "no CUDA GPU"
+            except HaseError:
+                here = "no CUDA GPU"
+            if here != self.slug:
+                got = (None, f"calibration 'local': this machine has {here}, the target is {self.slug}: host not scaled")
+                with self._lock:
+                    self._local_cal = (time.time(), *got)
+                return got
+        threads = int((self.model or {}).get("threads") or 0) if self.device == "cpu" else 0
+        got = mc.local_calibration(self.device, threads=threads)
+        with self._lock:
+            self._local_cal = (time.time(), *got)
+        return got
 
     def _missing_message(self) -> str:
         if self.device == "cpu":
@@ -268,7 +293,8 @@ class Predictor:
         """Predicted session.run of an ONNX file, a record file or a record dict, under `load` ({DCGM field: value};
         None: idle, as measured) with session `options` (None: ORT's defaults). calibration: the target node's host
         calibration (benchmark/host_calibration.py profile, dict or path, or its host_index_us): host-side terms
-        scaled by it (inference/machine_calibration.py); None: the training machines' host speed."""
+        scaled by it (inference/machine_calibration.py); "local": this machine's, read now (about 1-2 s, then reused
+        10 min; only where this machine is the target); None: the training machines' host speed."""
         from hase.inference.runtime import predict_record
         record = self._record(model_or_record)
         if record.get("device") != self.device:
@@ -287,6 +313,11 @@ class Predictor:
         if w:
             warns.append(w)
         model = self.model
+        if isinstance(calibration, str) and calibration == "local" and model is not None:
+            calibration, note = self.local_calibration()
+            info = dict(info, calibration_source=note)
+            if calibration is None:
+                warns.append(note)
         if calibration is not None and model is not None:
             from hase.inference import machine_calibration as mc
             if isinstance(calibration, (str, Path)):

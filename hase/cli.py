@@ -53,6 +53,12 @@ def predict_parser() -> argparse.ArgumentParser:
     p.add_argument("--calibration", type=Path, help="host calibration profile of the target node "
                    "(benchmark/host_calibration.py --set out=F): host dispatch scaled by it; on the CPU EP also the "
                    "compute lines, at the same thread count")
+    cal = p.add_mutually_exclusive_group()
+    cal.add_argument("--calibrate", dest="calibrate", action="store_true", default=None,
+                     help="calibrate this machine now (about 1-2 s) and scale the host-side terms by it; the default "
+                     "for this machine's GPU (--device cuda/auto), where no --calibration or Prometheus gauge is given")
+    cal.add_argument("--no-calibrate", dest="calibrate", action="store_false",
+                     help="do not calibrate this machine: the training machines' host speed")
     p.add_argument("--selector", help="Prometheus label selector of the GPU (default: inference/config.yaml's)")
     p.add_argument("--json", type=Path, help="write the prediction (all fields, per-node breakdown) here")
     p.add_argument("--trace", type=Path, help="write the predicted timeline as a Chrome trace (ui.perfetto.dev)")
@@ -106,6 +112,10 @@ def predict_main(argv) -> int:
         load = None
         warn.append(f"no load given for {target} (not this machine's device): predicted at idle; pass "
                     f"--metrics-file or --prometheus")
+    if calibration is None and (args.calibrate or (args.calibrate is None and local and pred.device == "cuda")):
+        # this GPU's host speed (issue 23). Not by default on the CPU EP: a CPU timeline is normally fitted on this
+        # machine already, and moved to another CPU calibration does not yet help (README, CPU EP)
+        calibration = "local"
     res = pred.predict(args.model, load, calibration=calibration)
     text = {**res.details, "model": res.model, "device": pred.device, "total_ms": res.total_ms, "p10_ms": res.p10_ms,
             "p90_ms": res.p90_ms, "idle_ms": res.idle_ms, "kernels": res.breakdown}

@@ -248,3 +248,48 @@ def calibrated_cpu_model(model: dict, scales: dict) -> dict:
     if scales.get("work_scale"):   # per node: its class's ratio times the ladder's multiplier at its work
         table["work_scale"] = scales["work_scale"]
     return dict(model, gpu_table=table, host_table=ht, params=p, cpu_scales=dict(scales))
+
+
+# ---- this machine, now ------------------------------------------------------------------------
+LOCAL_READINGS = 5          # host-chain readings in the predicting process; their median is the host index
+LOCAL_BUSY_MAX_PCT = 50.0   # other processes' CPU use (% of all cores) above which a reading is not this host's idle speed
+LOCAL_REUSE_S = 600.0       # a local calibration is reused this long (the node agent recalibrates every 10 min too)
+
+
+def host_busy_pct(window_s: float = 0.5) -> float:
+    """Other processes' CPU use over `window_s` while this one sleeps (% of all cores), or NaN without psutil."""
+    try:
+        import psutil
+    except ImportError:
+        return float("nan")
+    me = psutil.Process()
+    psutil.cpu_percent(interval=None)
+    me.cpu_percent(interval=None)
+    time.sleep(window_s)
+    own = me.cpu_percent(interval=None) / (psutil.cpu_count() or 1)
+    return max(float(psutil.cpu_percent(interval=None)) - own, 0.0)
+
+
+def local_calibration(device: str, device_id: int = 0, threads: int = 0, readings: int = LOCAL_READINGS,
+                      busy_max_pct: float = None) -> tuple:
+    """(profile dict or None, note): this machine's calibration, read now in this process (about 1-2 s): one full
+    benchmark/host_calibration.py pass, then `readings` - 1 more passes of the host chains; host_index_us is the
+    median of all of them (one reading flips with the process's fast and slow host states). None, with the reason,
+    when other processes keep the host CPU busy above busy_max_pct (a reading then is their load, not this host's
+    speed: the idle reference of issue 23) or the calibration cannot run here."""
+    from hase.benchmark.host_calibration import Calibrator, host_index
+    busy_max_pct = LOCAL_BUSY_MAX_PCT if busy_max_pct is None else float(busy_max_pct)
+    busy = host_busy_pct()
+    if math.isfinite(busy) and busy > busy_max_pct:
+        return None, (f"this machine's calibration not used: CPU_UTIL_PCT = {busy:.0f}% of all cores busy with other "
+                      f"processes (> {busy_max_pct:g}%): host not scaled")
+    try:
+        cal = Calibrator(device, device_id, threads)
+        prof = cal.calibrate(20.0).to_dict()
+        got = [prof["host_index_us"]] + [host_index(cal.host(20.0)) for _ in range(max(int(readings) - 1, 0))]
+    except Exception as ex:  # noqa: BLE001  (ORT raises several types; any of them means "no local reading")
+        return None, f"this machine's calibration failed ({str(ex).splitlines()[0][:160]}): host not scaled"
+    prof.update(host_index_us=float(np.median(got)), host_index_readings_us=[float(x) for x in got],
+                host_busy_pct=None if not math.isfinite(busy) else busy)
+    return prof, (f"this machine's calibration: host index {prof['host_index_us']:.2f} us per node (median of "
+                  f"{len(got)} readings, {min(got):.2f}-{max(got):.2f})")

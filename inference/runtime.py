@@ -221,6 +221,14 @@ def format_prediction(res: dict, top: int) -> str:
         lines.append(f"  ... {len(res['kernels']) - top} more {'nodes' if res['device'] == 'cpu' else 'kernels'}")
     if res.get("load_source"):
         lines.append(f"  load from {res['load_source']}")
+    if res.get("host_scale") is not None:   # machine calibration (inference/machine_calibration.py)
+        lines.append(f"  host side x{res['host_scale']:.3f} for the target's host speed"
+                     + (f" ({res['calibration_source']})" if res.get("calibration_source") else ""))
+    elif res.get("cpu_scales"):
+        sc = res["cpu_scales"]
+        lines.append("  CPU terms for the target's speed: " + ", ".join(
+            f"{k} x{v:.3f}" for k, v in sc.items() if isinstance(v, (int, float)))
+            + (f" ({res['calibration_source']})" if res.get("calibration_source") else ""))
     return "\n".join(lines)
 
 

@@ -221,6 +221,46 @@ def test_calibration_scales_the_host_side_only(records, tmp_path):
     assert any("time_unix" in w for w in old.warnings)
 
 
+def test_local_calibration_reads_this_machine_only_where_it_is_the_target(records, tmp_path, monkeypatch):
+    """calibration="local": this machine's calibration read now, the median of several host readings, only where
+    this machine is the target: a GPU target on a machine without that GPU is predicted uncalibrated with a warning
+    saying so; with the host CPU busy with other processes the reading is refused, naming the field; the CLI
+    `--calibrate` prints the scale it applied."""
+    import hase
+    from hase.inference import machine_calibration as mc
+    gpu = hase.load_predictor("nvidia-h200")
+    gpu._local_cal = None
+    rec = records["resnet18_bs1_224x224"]
+    res = gpu.predict(rec, calibration="local")
+    assert res.total_ms == pytest.approx(gpu.predict(rec).total_ms) and "host_scale" not in res.details
+    assert any("the target is nvidia-h200: host not scaled" in w for w in res.warnings), res.warnings
+    build_residual_model(tmp_path / "m.onnx", "m", 8, 2, 16)
+    cpu = hase.load_predictor("cpu", timeline_model=XEON)
+    monkeypatch.setattr(mc, "LOCAL_BUSY_MAX_PCT", 101.0)   # a loaded CI machine still reads (the value is what is checked)
+    cpu._local_cal = None
+    res = cpu.predict(tmp_path / "m.onnx", calibration="local")
+    src = res.details["calibration_source"]
+    assert "median of 5 readings" in src and "cpu_scales" in res.details, res.details
+    assert res.details["cpu_scales"]["host"] > 0 and res.total_ms > 0
+    assert cpu.predict(tmp_path / "m.onnx", calibration="local").details["calibration_source"] == src  # reused
+    monkeypatch.setattr(mc, "LOCAL_BUSY_MAX_PCT", 50.0)
+    monkeypatch.setattr(mc, "host_busy_pct", lambda window_s=0.5: 97.0)
+    cpu._local_cal = None
+    res = cpu.predict(tmp_path / "m.onnx", calibration="local")
+    assert "cpu_scales" not in res.details and res.total_ms == pytest.approx(cpu.predict(tmp_path / "m.onnx").total_ms)
+    assert any("CPU_UTIL_PCT = 97%" in w for w in res.warnings), res.warnings
+    r = hase_cli("predict", tmp_path / "m.onnx", "--device", "cpu", "--set", f"timeline_model={XEON}", "--calibrate",
+                 "--metrics-file", _cpu_load(tmp_path), home=tmp_path / "home")
+    assert r.returncode == 0, r.stderr
+    assert "this machine's calibration" in r.stdout + r.stderr
+
+
+def _cpu_load(tmp_path):
+    f = tmp_path / "cpu_load.json"
+    f.write_text(json.dumps({"CPU_UTIL_PCT": 10.0}))
+    return f
+
+
 def test_a_long_grouped_conv1d_is_named_as_a_risk(records):
     """A CUDA-EP grouped or depthwise Conv1d with a kernel of 28 or more may run one channel group at a time in
     cuDNN (the trees do not learn when): the prediction says so in a warning; a kernel of 27, an ungrouped conv or

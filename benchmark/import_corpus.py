@@ -1,7 +1,8 @@
 """Bring one GPU machine's corpus job output (benchmark/gpu_corpus_wait.sh) into the repository, compact:
 trace_sessions.csv.xz as is, trace_nodes.csv.xz with the columns the fits read (4 significant digits; the
 long kernel-name lists dropped: the session's kernel_signature keeps which kernels ran), the machine's
-description, log, trace config and the processes' host calibrations; the CUDA records (when the job made them) merged into one xz JSON {model: record}.
+description, log, trace config and the processes' host calibrations; the CUDA records (when the job made them) not
+yet in --records-to: a shard beside it, X.<DEST_DIR name>.json.xz (graph_model.dag_critical_path.record_shards).
 
   python benchmark/import_corpus.py SRC_DIR DEST_DIR [--records-to ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz]
 """
@@ -59,13 +60,20 @@ def main() -> int:
         atomic_write_bytes(a.dest / "corpus_manifest.json.xz",
                            lzma.compress((a.src / "corpus_manifest.json").read_bytes(), preset=9))
     if a.records_to and (a.src / "records.json.xz").exists():
-        # merged into what is there: a job of the exam alone must not drop the training models' records
+        # only the records not there yet, as a shard of their own (X.<dest name>.json.xz beside X.json.xz): the
+        # whole file rewritten would add its 14 MB to git history at every import
+        from hase.graph_model.dag_critical_path import records_in_file
         new = json.loads(lzma.decompress((a.src / "records.json.xz").read_bytes()))
-        old = json.loads(lzma.decompress(a.records_to.read_bytes())) if a.records_to.exists() else {}
-        # compact JSON and xz's extreme preset: 9.5 MB for 1,992 records where the default wrote 12.7 MB (~3 min)
-        atomic_write_bytes(a.records_to, lzma.compress(json.dumps({**old, **new}, separators=(",", ":")).encode(),
-                                                       preset=9 | lzma.PRESET_EXTREME))
-        print(f"records: {len(old)} + {len(set(new) - set(old))} new -> {a.records_to}")
+        old = records_in_file(a.records_to) if a.records_to.exists() else {}
+        add = {m: r for m, r in new.items() if m not in old}
+        name = a.records_to.name
+        shard = (a.records_to.with_name(f"{name[:-len('.json.xz')]}.{a.dest.name}.json.xz")
+                 if a.records_to.exists() and name.endswith(".json.xz") else a.records_to)
+        if add:
+            # compact JSON and xz's extreme preset: 9.5 MB for 1,992 records where the default wrote 12.7 MB
+            atomic_write_bytes(shard, lzma.compress(json.dumps(add, separators=(",", ":")).encode(),
+                                                    preset=9 | lzma.PRESET_EXTREME))
+        print(f"records: {len(old)} + {len(add)} new -> {shard if add else 'nothing written'}")
     print(f"wrote {a.dest}")
     return 0
 

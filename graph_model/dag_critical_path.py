@@ -64,14 +64,27 @@ def available_records(where, models: list, ep: str = "cuda") -> tuple:
     return out, missing
 
 
+def record_shards(where) -> list:
+    """A records file and its shards: X.json.xz, then X.<tag>.json.xz beside it in name order (a GPU job's new
+    records are written as a shard of their own, so a job adds its megabytes to git history once, not the whole file)."""
+    where = Path(where)
+    stem = where.name[:-len(".json.xz")] if where.name.endswith(".json.xz") else None
+    shards = sorted(where.parent.glob(f"{stem}.*.json.xz")) if stem else []
+    return [where] + [f for f in shards if f != where]
+
+
 def records_in_file(where, ep: str = "cuda", models=None) -> dict:
-    """{model: record} of one records.json.xz ({model: record}): the named models (each must be there) or all."""
+    """{model: record} of one records.json.xz ({model: record}) and its shards (record_shards; a later shard's record
+    of a model replaces an earlier one): the named models (each must be there) or all."""
     where = Path(where)
     if not where.exists():
         raise HaseError("file not found", where)
-    every = paths.read_json(where, "records file")
-    if not isinstance(every, dict):
-        raise HaseError("not a records file ({model: record})", where)
+    every = {}
+    for f in record_shards(where):
+        part = paths.read_json(f, "records file")
+        if not isinstance(part, dict):
+            raise HaseError("not a records file ({model: record})", f)
+        every.update(part)
     out = {}
     for m in (models if models is not None else sorted(every)):
         rec = every.get(m)

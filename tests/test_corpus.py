@@ -13,6 +13,9 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 
 from hase.model_zoo import corpus  # noqa: E402
+from hase.graph_model.dag_critical_path import records_in_file  # noqa: E402
+
+CORPUS_RECORDS = REPO / "ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz"
 from hase.model_zoo.generator import FAMILIES, arch_spec, build_model, file_stem, input_shape  # noqa: E402
 from hase.utils.errors import HaseError  # noqa: E402
 from helpers import run_script  # noqa: E402
@@ -269,8 +272,7 @@ def test_scorer_refuses_training_architectures():
 
 
 def committed_records(n=12):
-    p = REPO / "ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz"
-    recs = json.loads(lzma.decompress(p.read_bytes()))
+    recs = records_in_file(CORPUS_RECORDS)
     return [recs[m] for m in sorted(recs)[:n]]
 
 
@@ -301,8 +303,7 @@ def test_node_model_learns_a_view_ops_dispatch_from_its_neighbours():
     """A view op between two launching nodes dispatches slower (4.5 us) than one next to another view (2.5 us):
     the context comes from the record's execution order, in training and in prediction alike."""
     from hase.inference.node_model import NodeModel, with_context, launchless
-    every = json.loads(lzma.decompress((REPO / "ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz")
-                                       .read_bytes()))
+    every = records_in_file(CORPUS_RECORDS)
     # runs of views (dlrm's Squeeze/Unsqueeze) and views between GEMMs (an encoder's Reshapes)
     recs = [every[m] for m in sorted(every) if m.startswith(("dlrm-s0_", "encoder-s0_", "cnn_plain-s0_"))]
     ctx = [k for r in recs for k in with_context(r["kernels"])]
@@ -330,8 +331,7 @@ def test_node_model_prices_a_recurrent_node_per_step():
     """An LSTM's time is its steps x a step's time: trained on sequences of 32-256 steps, a 1024-step node is
     predicted about 4x a 256-step one (trees alone cannot extrapolate past what they saw)."""
     from hase.inference.node_model import NodeModel, one_step, recurrent_steps
-    recs = json.loads(lzma.decompress((REPO / "ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz")
-                                      .read_bytes()))
+    recs = records_in_file(CORPUS_RECORDS)
     lstm = next(k for m in sorted(recs) if m.startswith("rnn-") for k in recs[m]["kernels"] if k["op_type"] == "LSTM")
 
     def at(t, b=1):
@@ -390,6 +390,38 @@ def test_import_corpus_takes_a_labels_only_job(tmp_path):
     (src / "clean_sessions.csv.gz").unlink()
     bad = run(src, tmp_path / "d2")
     assert bad.returncode != 0 and "no trace sessions and no clean labels" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_import_writes_new_records_as_a_shard_that_readers_merge(tmp_path):
+    """A job's records not yet in --records-to land in a shard beside it (X.<dest>.json.xz), never a rewrite of the
+    whole file; records_in_file reads the file and its shards, a later shard's record of a model winning."""
+    import gzip
+    import subprocess
+    import sys
+    rec = lambda n: {"kernels": [{"id": f"k{n}"}], "edges": []}  # noqa: E731
+    base = tmp_path / "recs" / "corpus_records.json.xz"
+    base.parent.mkdir()
+    base.write_bytes(lzma.compress(json.dumps({"a": rec(1), "b": rec(2)}).encode()))
+    before = base.read_bytes()
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "trace_sessions.csv.gz").write_bytes(b"")
+    (src / "trace_nodes.csv.gz").write_bytes(b"")
+    (src / "clean_sessions.csv.gz").write_bytes(gzip.compress(b"model,session,e2e_clean_median_ms\nb,0,1.0\n"))
+    (src / "machine.txt").write_text("NVIDIA H200\n")
+    (src / "records.json.xz").write_bytes(lzma.compress(json.dumps({"b": rec(9), "c": rec(3)}).encode()))
+    r = subprocess.run([sys.executable, str(REPO / "benchmark/import_corpus.py"), str(src), str(tmp_path / "machine_q"),
+                        "--records-to", str(base)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-800:]
+    shard = base.with_name("corpus_records.machine_q.json.xz")
+    assert base.read_bytes() == before and set(json.loads(lzma.decompress(shard.read_bytes()))) == {"c"}
+    every = records_in_file(base)
+    assert set(every) == {"a", "b", "c"} and every["b"]["kernels"][0]["id"] == "k2"   # b was there: kept
+    shard.write_bytes(lzma.compress(json.dumps({"a": rec(7)}).encode()))
+    assert records_in_file(base, models=["a"])["a"]["kernels"][0]["id"] == "k7"
+    shard.write_bytes(lzma.compress(b"[1]"))
+    with pytest.raises(HaseError, match="not a records file"):
+        records_in_file(base)
 
 
 def test_split_sessions_reads_labels_only_machines(tmp_path):

@@ -616,3 +616,46 @@ def test_committed_kernel_space_tables_hold_what_phase5_reads(gpu):
     assert lookup_table.busy_column(df) == lookup_table.GPU_BUSY
     f = feature_frame(df.head(50).to_dict("records"), [], {})
     assert (f["flops"] > 0).any() and f["out_elems"].min() >= 1
+
+
+def test_conv1d_grid_models_are_the_convs_they_say(tmp_path):
+    """kernel_model/conv1d_grid.py: every configuration is one Conv/ConvTranspose node of the stated geometry; ORT's
+    CPU EP output equals torch's conv1d / conv_transpose1d with the same weights (a depthwise dilated conv, a grouped
+    one, a transposed one, a kernel given at run time); names are unique and models.txt lists them all."""
+    import csv
+    import onnx
+    import onnxruntime as ort
+    import torch
+    from onnx import numpy_helper
+    from helpers import run_script
+    out = tmp_path / "g"
+    run_script([REPO / "kernel_model/conv1d_grid.py", "--set", f"out={out}", "--set", "n_random=5"], tmp_path)
+    rows = list(csv.DictReader(open(out / "grid.csv")))
+    names = [r["name"] for r in rows]
+    assert len(names) == len(set(names)) > 60
+    assert (out / "models.txt").read_text().split() == [str(out / f"{n}.onnx") for n in names]
+    pick = [next(r for r in rows if r["op"] == "Conv" and r["groups"] == r["C"] and int(r["dilation"]) > 1),
+            next(r for r in rows if r["op"] == "Conv" and 1 < int(r["groups"]) < int(r["C"])),
+            next(r for r in rows if r["op"] == "ConvTranspose"),
+            next(r for r in rows if r["runtime_w"] == "1")]
+    for r in pick:
+        m = onnx.load(out / f"{r['name']}.onnx")
+        (node,) = m.graph.node
+        assert node.op_type == r["op"]
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        assert attrs["group"] == int(r["groups"]) and attrs["kernel_shape"] == [int(r["K"])]
+        B, C, L = int(r["B"]), int(r["C"]), int(r["L"])
+        x = np.random.default_rng(1).standard_normal((B, C, L)).astype(np.float32)
+        sess = ort.InferenceSession(str(out / f"{r['name']}.onnx"), providers=["CPUExecutionProvider"])
+        if r["runtime_w"] == "1":
+            wshape = [i.shape for i in sess.get_inputs() if i.name == "w"][0]
+            w = np.random.default_rng(2).standard_normal(wshape).astype(np.float32)
+            (y,) = sess.run(None, {"x": x, "w": w})
+        else:
+            w = numpy_helper.to_array(m.graph.initializer[0])
+            (y,) = sess.run(None, {"x": x})
+        fn = torch.nn.functional.conv1d if r["op"] == "Conv" else torch.nn.functional.conv_transpose1d
+        ref = fn(torch.from_numpy(x), torch.from_numpy(np.array(w)), stride=attrs["strides"][0], padding=attrs["pads"][0],
+                 dilation=attrs["dilations"][0], groups=attrs["group"]).numpy()
+        assert y.shape == ref.shape == (B, int(r["cout"]), int(r["Lout"]))
+        assert np.allclose(y, ref, atol=1e-3, rtol=1e-3), r["name"]

@@ -31,6 +31,7 @@ MAX_ANALYSES = 1024
 MAX_UPLOAD = 2 << 30
 
 
+CALIB, CALIB_AGE = "HASE_CALIB_HOST_INDEX_US", "HASE_CALIB_AGE_S"   # the node agent's calibration gauges
 _TLS = threading.local()
 _QUERIES = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="hase-prom")
 
@@ -235,26 +236,34 @@ def create_app(default_prometheus: str = "", default_target: str = "nvidia-h200"
         return dict(rec, source_model=filename, optimized_model=None)
 
     def load_of(p, body_load, prom, field="load"):
+        """(load or None, calibration or None)."""
         if body_load is not None and prom is not None:
             raise RequestError(422, "prometheus", "give load or prometheus, not both")
         if prom is not None:
             return prom_load(p, prom.url or default_prometheus, prom.selector, "prometheus")
         if body_load is not None:
             try:
-                return (*p.check_load(body_load, field), "given")
+                return (*p.check_load(body_load, field), "given"), None
             except HaseError as e:
                 raise RequestError(422, field, str(e))
-        return None
+        return None, None
 
     def prom_load(p, url, selector, field):
+        """(the checked load, the node's calibration or None): one batch of queries for the GPU's selector; the node
+        agent's hase_calib_* gauges, where it exports them, scale the host side to that machine (issue 23)."""
         from hase.inference.load_sources import AGE, TS, WAIT
         if not url:
             raise RequestError(422, field, f"{field}: no Prometheus URL (give one, or start the server with "
                                            f"--prometheus)")
         pcfg = dict(p.cfg["prometheus"], url=url, selector=selector)
         try:
-            got = prometheus_load(pcfg, p.fields, optional=(WAIT, AGE, TS))
-            return (*p.check_load(got, f"prometheus {{{selector}}}"), f"prometheus {url} {{{selector}}}")
+            got = prometheus_load(pcfg, p.fields, optional=(WAIT, AGE, TS, CALIB, CALIB_AGE))
+            cal = None
+            if CALIB in got:
+                age = got.get(CALIB_AGE)
+                cal = {"host_index_us": got[CALIB], "time_unix": time.time() - age if age is not None else None}
+            load = {k: v for k, v in got.items() if k not in (CALIB, CALIB_AGE)}
+            return (*p.check_load(load, f"prometheus {{{selector}}}"), f"prometheus {url} {{{selector}}}"), cal
         except HaseError as e:
             raise RequestError(424, field, f"{field}: {e}")
 
@@ -348,9 +357,9 @@ def create_app(default_prometheus: str = "", default_target: str = "nvidia-h200"
             rec = the_record(req.analysis_id, req.record, p)
             aid = rec.get("_hase_key") or remember(rec)
         import anyio
-        load = await anyio.to_thread.run_sync(load_of, p, req.load, req.prometheus)
+        load, cal = await anyio.to_thread.run_sync(load_of, p, req.load, req.prometheus)
         try:
-            pred = await anyio.to_thread.run_sync(lambda: p.predict(rec, load, req.options))
+            pred = await anyio.to_thread.run_sync(lambda: p.predict(rec, load, req.options, calibration=cal))
         except HaseError as e:
             msg = str(e)
             raise RequestError(422, _field_of(msg, ("options", "load", "record")) or "body", msg)
@@ -378,12 +387,12 @@ def create_app(default_prometheus: str = "", default_target: str = "nvidia-h200"
             p = preds[c.target]
             name = c.name or c.selector
             try:
-                load = prom_load(p, url, c.selector, "prometheus")
-                r = p.predict(rec, load, req.options)
+                load, cal = prom_load(p, url, c.selector, "prometheus")
+                r = p.predict(rec, load, req.options, calibration=cal)
                 return {"name": name, "target": c.target, "selector": c.selector, "total_ms": r.total_ms,
                         "p10_ms": r.p10_ms, "p90_ms": r.p90_ms, "idle_ms": r.idle_ms,
                         "neighbour_busy": r.details.get("neighbour_busy"), "load": r.details.get("load"),
-                        "warnings": r.warnings}
+                        "host_scale": r.details.get("host_scale"), "warnings": r.warnings}
             except (RequestError, HaseError) as e:
                 return {"name": name, "target": c.target, "selector": c.selector, "error": getattr(e, "message", str(e))}
         with concurrent.futures.ThreadPoolExecutor(max_workers=min(16, len(req.candidates))) as ex:

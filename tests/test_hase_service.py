@@ -17,6 +17,7 @@ from helpers import build_residual_model, free_port, start_prometheus, wait_for_
 
 RECORDS = REPO / "ort_analysis" / "ort_kernel_record" / "nvidia-h200" / "records.json.xz"
 BUSY = {i: b for i, b in enumerate((0.9, 0.1, 0.55, 0.0, 0.75, 0.3, 0.65, 0.2))}   # GPU index -> engine busy
+CALIBRATED = {"slowhost": 2.0, "fasthost": 0.5}   # idle GPU 0 of these hosts: host index / the training reference
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +36,17 @@ def stack(tmp_path_factory):
         busy.labels(str(i), "node1").set(b)
         clock.labels(str(i), "node1").set(1980)
         dram.labels(str(i), "node1").set(b / 4)
+    # two more idle GPUs on machines whose node agents export a host calibration: 2x and 0.5x the training reference
+    cal = Gauge("hase_calib_host_index_us", "host index", ["gpu", "Hostname"], registry=reg)
+    cal_t = Gauge("hase_calib_timestamp_seconds", "calibrated at", ["gpu", "Hostname"], registry=reg)
+    from hase.api import load_predictor
+    ref = load_predictor("nvidia-h200").model["calibration_ref"]["host_index_us"]
+    for host, f in CALIBRATED.items():
+        for g in (busy, dram):
+            g.labels("0", host).set(0.0)
+        clock.labels("0", host).set(1980)
+        cal.labels("0", host).set(f * ref)
+        cal_t.labels("0", host).set(time.time())
     exp_port = free_port()
     exporter, _ = start_http_server(exp_port, addr="127.0.0.1", registry=reg)
     prom, prom_url = start_prometheus(tmp, exp_port, job="dcgm")
@@ -120,6 +132,31 @@ def test_place_ranks_8_gpus_by_their_prometheus_load(stack, record):
     assert totals == sorted(totals) and totals[-1] > totals[0]
     assert all(c["p10_ms"] <= c["total_ms"] <= c["p90_ms"] for c in ranked[:8])
     assert ranked[-1]["name"] == "ghost" and "no series" in ranked[-1]["error"]
+
+
+def test_place_and_predict_scale_the_host_by_each_nodes_calibration_gauge(stack, record):
+    """Issue 23: the node agent's hase_calib_host_index_us for a candidate's selector scales that candidate's host
+    side. Three idle GPUs: one on a host without the gauge (not scaled), one on a host twice as slow as the training
+    processes, one twice as fast; a dispatch-bound model ranks them fast < plain < slow."""
+    cands = [{"target": "nvidia-h200", "selector": sel(3), "name": "plain"}] + [
+        {"target": "nvidia-h200", "selector": f'gpu="0",Hostname="{h}"', "name": h} for h in CALIBRATED]
+    deadline = time.time() + 60   # the age query needs a scraped point
+    while True:
+        r = requests.post(f"{stack['url']}/v1/place", json={"record": record, "candidates": cands}, timeout=60)
+        assert r.status_code == 200, r.text
+        by = {c["name"]: c for c in r.json()["ranked"]}
+        if all(by[h].get("host_scale") for h in CALIBRATED) or time.time() > deadline:
+            break
+        time.sleep(1.0)
+    assert [c["name"] for c in r.json()["ranked"]] == ["fasthost", "plain", "slowhost"], r.json()
+    assert by["plain"]["host_scale"] is None
+    assert by["slowhost"]["host_scale"] > 1.2 and by["fasthost"]["host_scale"] < 0.85
+    assert by["slowhost"]["total_ms"] > 1.2 * by["plain"]["total_ms"]
+    one = requests.post(f"{stack['url']}/v1/predict", json={"record": record, "target": "nvidia-h200",
+                                                           "prometheus": {"selector": cands[1]["selector"]}}, timeout=60)
+    assert one.status_code == 200, one.text
+    assert one.json()["total_ms"] == pytest.approx(by["slowhost"]["total_ms"], rel=1e-6)
+    assert one.json()["details"]["host_scale"] == pytest.approx(by["slowhost"]["host_scale"])
 
 
 def test_upload_onnx_for_cpu_ep(stack, tmp_path):

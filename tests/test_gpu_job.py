@@ -163,3 +163,44 @@ def test_malformed_declarations_are_one_line_errors(tmp_path, change, words):
     assert all(w in str(e.value) for w in words), str(e.value)
     r = hase("--list", "--jobs", path)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and words[1] in r.stderr
+
+
+def test_device_tree_slims_only_gpu_unneeded_data_and_restores_it(tmp_path):
+    """benchmark/device_tree.sh in a throwaway repo with the checkout's layout: slim deletes exactly the listed
+    committed data (the node model stays), restore brings every byte back, parts regroups the pack's files."""
+    repo = tmp_path / "r"
+    files = {"ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz": b"a" * 3000,
+             "ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.machine_y.json.xz": b"b" * 2000,
+             "ort_analysis/ort_kernel_record/nvidia-h200/records.json.xz": b"k" * 100,
+             "benchmark/results/nvidia-h200/corpus/machine_x/trace_nodes.csv.xz": b"c" * 1000,
+             "benchmark/results/nvidia-h200/corpus/machine_x/trace_sessions.csv.xz": b"s" * 100,
+             "training/predictors/nvidia-h200/forests.npz.xz": b"f" * 500,
+             "inference/results/nvidia-h200/corpus/node_model/gpu.ubj.xz": b"g" * 400}
+    for rel, data in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_bytes(data)
+    (repo / "benchmark/device_tree.sh").write_bytes((REPO / "benchmark/device_tree.sh").read_bytes())
+    git = lambda *a: subprocess.run(["git", *a], cwd=repo, capture_output=True, text=True, check=True)  # noqa: E731
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
+    sh = lambda *a: subprocess.run(["bash", "benchmark/device_tree.sh", *a], cwd=repo, capture_output=True,  # noqa: E731
+                                   text=True, timeout=60)
+    r = sh("slim")
+    assert r.returncode == 0, r.stderr
+    gone = {rel for rel in files if not (repo / rel).exists()}
+    assert gone == {k for k in files if "corpus_records" in k or "trace_nodes" in k or "forests" in k}
+    r = sh("restore")
+    assert r.returncode == 0 and "restored 4 files" in r.stdout, r.stdout + r.stderr
+    assert all((repo / rel).read_bytes() == data for rel, data in files.items())
+    assert not git("status", "--porcelain").stdout.strip()
+    for i in range(1, 6):  # a pack of 5 part files, one folder each, regrouped into 2 calls
+        (repo / f".device/p{i}").mkdir(parents=True)
+        (repo / f".device/p{i}/ort-gpu.tar.xz.part{i}").write_bytes(b"p")
+    r = sh("parts", "2")
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in (repo / ".device/p1").iterdir()) == [f"ort-gpu.tar.xz.part{i}" for i in (1, 2, 3)]
+    assert sorted(p.name for p in (repo / ".device/p2").iterdir()) == ["ort-gpu.tar.xz.part4", "ort-gpu.tar.xz.part5"]
+    assert not (repo / ".device/p3").exists() and (repo / ".device/PARTS").read_text().strip() == "5"
+    r = sh("bogus")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "bogus" in r.stderr

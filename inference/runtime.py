@@ -145,6 +145,7 @@ def predict_record(record: dict, predictor, load: dict, model=None, options=None
                          "host_us": float(h), "gpu_us": float(g)}
                         for k, h, g in zip(record["kernels"], host, gpu)],
             "unseen_types": prep["unseen_types"], "risks": prep.get("risks", []),
+            "per_node_note": per_node_note(host, record["device"]),
             "_prep": prep, "_host": host, "_gpu": gpu,
             "_copies_us": (res["h2d_us"], res["d2h_us"])}
 
@@ -183,6 +184,23 @@ def check_provenance(manifest_meta: dict, device: str, log) -> None:
             log.warning("predictor trained with %s=%s, this machine has %s: predictions may be off", key, theirs, mine)
 
 
+def per_node_note(host_us, device: str) -> str:
+    """What a negative per-node term means ('' where it is not negative). The CPU EP timeline of
+    inference/fit_cpu_timeline.py fits it as (plain wall - Σ ORT-profiled node times) per node: -7.5 us on the
+    measured Xeon, where the profiler's own cost inside each node's window exceeds what a node costs beyond its
+    compute in a plain session.run. Kept as fitted (its sum with the profiled node times is the measured wall),
+    explained in the output."""
+    import numpy as np
+    h = np.asarray(host_us, float)
+    if not len(h) or float(h.sum()) >= 0:
+        return ""
+    what = "compute column" if device == "cpu" else "host table"
+    return (f"per-node overhead is negative ({float(h.mean()):.1f} us a node): a correction, not a cost. The "
+            f"{what} is ORT-profiled node time, which holds the profiler's own cost; on the machine measured that "
+            f"exceeded what a node costs beyond its compute in a plain session.run, and the fitted term (plain wall "
+            f"- Σ profiled node times, per node) takes the excess back out")
+
+
 def format_prediction(res: dict, top: int) -> str:
     if res["method"] == "sum":
         lines = [f"{res['model']}: predicted session.run = {res['total_ms']:.3f} ms (Σ of {res['n_kernels']} "
@@ -196,6 +214,7 @@ def format_prediction(res: dict, top: int) -> str:
                  f"CPU neighbours busy {res['neighbour_busy']:.2f})",
                  f"  {res['n_kernels']} nodes on the CPU EP: compute Σ {res['gpu_sum_ms']:.3f} ms, per-node "
                  f"overhead Σ {res['host_sum_ms']:.3f} ms (at idle)",
+                 *([f"  {res['per_node_note']}"] if res.get("per_node_note") else []),
                  f"  scheduling wait per node behind CPU neighbours {res['launch_wait_used_us']:.1f} us ("
                  + ("none measured: no launch-wait probe value" if wait == DCGM_ONLY else wait) + ")",
                  f"  {'node':32s} {'overhead_us':>11s} {'compute_us':>10s}"]

@@ -115,6 +115,32 @@ def per_group_risk(kernels: list) -> str:
             f"may be far off")
 
 
+# Every model the node models were fitted on computes in float32 (2,594 H200 corpus records: 1.35 M float32 tensors,
+# no float16 or bfloat16). A reduced-precision model runs other kernels (tensor-core float16 convs and GEMMs, half
+# the bytes for the memory-bound ops), and the trees price its nodes from FLOPs and bytes as if they were float32
+# nodes of those sizes: nothing measured says how far off that is, so a prediction names it.
+FLOAT_DTYPES = {"float16", "bfloat16", "float32", "float64"}
+TRAINED_FLOAT_DTYPES = ("float32",)   # what a fit records in its manifest (float_dtypes); older fits: these
+
+
+def float_dtypes(kernels: list) -> set:
+    """The floating-point dtypes the kernels compute in (their activation inputs and outputs)."""
+    return {e["dtype"] for k in kernels for e in list(k.get("inputs") or []) + list(k.get("outputs") or [])
+            if e and e.get("role", "activation") == "activation" and e.get("dtype") in FLOAT_DTYPES}
+
+
+def precision_risk(kernels: list, trained=TRAINED_FLOAT_DTYPES) -> str:
+    """One line naming the float dtypes the model computes in that the predictor never trained on; '' if none."""
+    other = sorted(float_dtypes(kernels) - set(trained))
+    if not other:
+        return ""
+    n = sum(1 for k in kernels if float_dtypes([k]) & set(other))
+    return (f"{n} of {len(kernels)} kernels compute in {', '.join(other)}; the predictor was trained on "
+            f"{', '.join(trained)} models only: reduced-precision kernels (tensor cores, half the bytes) are priced "
+            f"by their FLOPs and bytes as {trained[0]} kernels of those sizes, and how far off that is has not been "
+            f"measured")
+
+
 def recurrent_steps(k: dict) -> int:
     """Sequential steps of a recurrent node (time steps x directions); 1 for every other node."""
     return recurrent_step(k.get("op_type"), k.get("attributes") or {}, _shape((k.get("inputs") or [None])[0]))[0]
@@ -177,7 +203,8 @@ class NodeModel:
             m.fit(X.to_numpy(np.float32), np.log1p(np.maximum(np.asarray(y, float), 0.0) / steps))
             self.boosters[name] = m.get_booster()
         self.manifest.update({"features": list(X.columns), "type_codes": self.type_codes, "nodes": len(kernels),
-                              "recurrent_per_step": True, "recurrent_nodes": int((steps > 1).sum())})
+                              "recurrent_per_step": True, "recurrent_nodes": int((steps > 1).sum()),
+                              "float_dtypes": sorted(float_dtypes(kernels))})
         return self
 
     # ---- prediction

@@ -50,7 +50,8 @@ def load_timeline_model(cfg: dict, slug: str):
 
 def prepare_record(record: dict, predictor, model: dict) -> dict:
     """Load-independent part of a prediction (kernel times at idle); cache it per model."""
-    from hase.inference.node_model import NodeModel, kernel_ms as to_ms, per_group_risk
+    from hase.inference.node_model import (TRAINED_FLOAT_DTYPES, NodeModel, kernel_ms as to_ms, per_group_risk,
+                                           precision_risk)
     from hase.inference.timeline_model import prepared
     if isinstance(predictor, NodeModel):   # predicts the host dispatch per node too: both trees in one pass
         gpu_us, host = predictor.predict(record["kernels"])
@@ -61,9 +62,15 @@ def prepare_record(record: dict, predictor, model: dict) -> dict:
     prep["kernel_ms"] = kernel_ms
     prep["standalone_sum_ms"] = float(sum(kernel_ms.values()))
     prep["unseen_types"] = predictor.unseen_types(record["kernels"])
-    # a known gap of the node model, named once per model (inference/node_model.py)
-    risk = per_group_risk(record["kernels"]) if record.get("device") == "cuda" else ""
-    prep["risks"] = [risk] if risk else []
+    # known gaps of the predictor and of the analysis, named once per model (inference/node_model.py, offline_cuda)
+    trained = tuple((getattr(predictor, "manifest", None) or {}).get("float_dtypes") or TRAINED_FLOAT_DTYPES)
+    risks = [per_group_risk(record["kernels"]) if record.get("device") == "cuda" else "",
+             precision_risk(record["kernels"], trained)]
+    off = record.get("offline") or {}
+    if off and not off.get("claimed", True):
+        risks.append("graph analysed offline (no CUDA EP on this machine) and not claimed: "
+                     + "; ".join(off.get("unclaimed_because") or []))
+    prep["risks"] = [r for r in risks if r]
     return prep
 
 

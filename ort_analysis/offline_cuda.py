@@ -36,6 +36,7 @@ The record has fusion_detector's CUDA format (device 'cuda', every kernel on CUD
 """
 import functools
 import json
+from collections import Counter
 import sys
 import tempfile
 from pathlib import Path
@@ -53,7 +54,7 @@ from hase.utils.ort_session import open_session, provenance, session_options  # 
 
 CUDA_EP, CPU_EP = "CUDAExecutionProvider", "CPUExecutionProvider"
 METHOD = "cpu-build session, CPU-only transformers off, stand-ins for ops the CPU EP inlines"
-VERSION = 6   # of the analysis: a cached offline record of another version is made again
+VERSION = 7   # of the analysis: a cached offline record of another version is made again (7: CPU casts undone)
 
 # Transformers ORT registers for the CPU EP but not for the CUDA EP (graph_transformer_utils.cc; the names are
 # those the pinned build logs at verbose level: `python ort_analysis/offline_cuda.py --list-transformers --model m`).
@@ -404,12 +405,14 @@ def claim(parsed: dict, orig_model) -> list:
     if unverified:
         why.append("ops no committed GPU record shows on the CUDA EP (a CPU fallback with Memcpy nodes is not "
                    "modelled): " + ", ".join(unverified))
-    # reduced-precision floats: the CPU EP casts the nodes it has no float16 kernel for, the CUDA EP does not
+    # reduced-precision floats: the CPU EP casts the nodes it has no float16 kernel for, the CUDA EP does not.
+    # analyse() takes those Casts out again (undo_cpu_casts); what it cannot know is whether the CUDA EP has a
+    # float16 kernel for every op (where it has none, it inserts Casts of its own)
     low = {e["dtype"] for n in parsed["nodes"] for e in list(n["inputs"]) + n["outputs"]
            if e and e.get("dtype") in LOW_PRECISION}
     if low:
-        why.append("float tensors other than float32 (" + ", ".join(sorted(low)) + "): the CPU EP inserts Casts "
-                   "the CUDA EP does not")
+        why.append("float tensors other than float32 (" + ", ".join(sorted(low)) + "): the Casts the CPU EP "
+                   "inserted are taken out, assuming the CUDA EP has a kernel of that precision for every op")
     # a shape the graph computes: the CUDA EP reads it from host memory, so it puts the nodes computing it on the
     # CPU EP (its CPU-preferred nodes) with Memcpy nodes around them
     made = {o["name"] for n in parsed["nodes"] for o in n["outputs"]}
@@ -435,6 +438,81 @@ def claim(parsed: dict, orig_model) -> list:
     return why
 
 
+# ORT's InsertCastTransformer gives a CPU-EP node that has no float16 kernel float32 copies of its inputs and
+# outputs: a Cast node named CPU_CAST_PREFIX + the tensor's name on each side. The CUDA EP has float16 kernels for
+# the ops a float16 model uses (Conv, MatMul/Gemm, the elementwise and normalization ops), so it runs none of these
+# Casts. Left in, a float16 ResNet-18 at batch 8 had 28 Casts (77 kernels against the float32 model's 49) and every
+# kernel between them priced at float32 bytes.
+CPU_CAST_PREFIX = "InsertedPrecisionFreeCast_"
+
+
+def model_dtypes(model) -> dict:
+    """{tensor name: dtype name} of an ONNX model's inputs, outputs, initializers and (by ONNX shape inference)
+    intermediate tensors; {} for what inference cannot type."""
+    import onnx
+    from hase.utils.onnx_io import NAME_OF_ONNX
+    try:
+        model = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # custom domains, > 2 GB: the graph's own value_info is all there is
+        pass
+    g = model.graph
+    out = {t.name: NAME_OF_ONNX.get(t.data_type) for t in g.initializer}
+    for vi in list(g.input) + list(g.output) + list(g.value_info):
+        if vi.type.HasField("tensor_type"):
+            out[vi.name] = NAME_OF_ONNX.get(vi.type.tensor_type.elem_type)
+    return {k: v for k, v in out.items() if v}
+
+
+def undo_cpu_casts(rec: dict, model) -> int:
+    """Take the Casts the CPU EP inserted out of a record made offline for the CUDA EP (in place; `model`: the
+    original ONNX model, no weights needed): every kernel reads and writes the model's own tensors again (their
+    name, dtype and, for a weight behind a Cast, role), with its bytes, signature and edges made anew. The CPU EP's
+    float32 copies flow between its float32 kernels under CPU_CAST_PREFIX + the model tensor's name. Returns the
+    number of Casts removed."""
+    from hase.ort_analysis.flops import kernel_bytes
+    from hase.ort_analysis.fusion_detector import signature
+    from hase.utils.onnx_io import nbytes
+    own = {n.name for n in model.graph.node}
+    casts = [k for k in rec["kernels"] if k.get("op_type") == "Cast" and k.get("inputs") and k.get("outputs")
+             and str(k.get("node_name", "")).startswith(CPU_CAST_PREFIX) and k.get("node_name") not in own]
+    if not casts:
+        return 0
+    dtypes = model_dtypes(model)
+    role = {c["inputs"][0]["name"]: c["inputs"][0].get("role") for c in casts if c["inputs"][0]}
+
+    def restored(e):
+        if not e or not str(e.get("name", "")).startswith(CPU_CAST_PREFIX):
+            return e
+        name = e["name"][len(CPU_CAST_PREFIX):]
+        e = {**e, "name": name, "dtype": dtypes.get(name, e.get("dtype"))}
+        if role.get(name) and "role" in e:   # a float16 weight the CPU EP read through a Cast is a weight again
+            e["role"] = role[name]
+        return e
+
+    dropped = {c["id"] for c in casts}
+    kernels = []
+    for k in rec["kernels"]:
+        if k["id"] in dropped:
+            continue
+        k["inputs"] = [restored(e) for e in k["inputs"]]
+        k["outputs"] = [restored(e) for e in k["outputs"]]
+        k["weight_shapes"] = [e["shape"] for e in k["inputs"] if e and e.get("role") == "weight"]
+        k["bytes_read"], k["bytes_written"] = kernel_bytes(k["inputs"], k["outputs"])
+        k["signature"] = signature(k)
+        kernels.append(k)
+    producer_of = {o["name"]: k["id"] for k in kernels for o in k["outputs"]}
+    rec["edges"] = [{"src": producer_of[e["name"]], "dst": k["id"], "tensor": e["name"],
+                     "bytes": nbytes(e["shape"] or [], e["dtype"] or "float32")}
+                    for k in kernels for e in k["inputs"]
+                    if e and e.get("role") == "activation" and e["name"] in producer_of]
+    rec["graph_outputs"] = [restored(e) for e in rec.get("graph_outputs", [])]
+    rec["kernels"] = kernels
+    rec["kernel_count"] = len(kernels)
+    rec["type_counts"] = dict(sorted(Counter(k["type"] for k in kernels).items()))
+    rec["fusions"] = [f for f in rec.get("fusions", []) if f["kernel"] not in dropped]
+    return len(casts)
+
+
 def analyse(onnx_path, pin_dims=None, seed=0, keep_small_values=64, log=None) -> dict:
     """The CUDA-EP kernel record of a model, made without a GPU (fusion_detector's record format)."""
     from hase.ort_analysis.fusion_detector import build_record
@@ -447,7 +525,9 @@ def analyse(onnx_path, pin_dims=None, seed=0, keep_small_values=64, log=None) ->
                        ep_of_node=lambda n: CUDA_EP)
     parsed = {"nodes": [{"domain": k["domain"], "op_type": k["op_type"], "inputs": k["inputs"],
                          "outputs": k["outputs"]} for k in rec["kernels"]]}
-    why = claim(parsed, load_model(onnx_path, load_weights=False))
+    orig = load_model(onnx_path, load_weights=False)
+    why = claim(parsed, orig)
+    casts_removed = undo_cpu_casts(rec, orig)
     prov = provenance("cpu")
     prov.update({"ep": CUDA_EP, "device": "cuda", "offline": True,
                  "made_with": f"onnxruntime {ort.__version__} CPU EP ({METHOD})"})
@@ -455,6 +535,7 @@ def analyse(onnx_path, pin_dims=None, seed=0, keep_small_values=64, log=None) ->
     rec["offline"] = {"method": METHOD, "ort_version": ort.__version__,
                       "disabled_transformers": list(CPU_ONLY_TRANSFORMERS),
                       "claimed": not why, "unclaimed_because": why, "stand_ins": swaps,
+                      "cpu_casts_removed": casts_removed,
                       "fused_here": fused,
                       "shapes_from": "one profiled run of the rewritten graph on the CPU EP"}
     return rec

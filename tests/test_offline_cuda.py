@@ -324,3 +324,65 @@ def test_a_second_prediction_reads_neither_the_gpu_records_nor_the_model_again(t
     r1, how = api.analyse_onnx(f, "cuda", cfg)
     r2, _ = api.analyse_onnx(f, "cuda", cfg)
     assert "offline" in how and len(calls) == 1 and r1["kernels"] == r2["kernels"] and r2["offline"]["claimed"]
+
+
+def _half_net(path, half: bool):
+    """A small float16 (or float32) conv net from torch, with explicit float32 casts around a Softmax as mixed-precision
+    models have them."""
+    import torch
+    import torch.nn as nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1, self.c2 = nn.Conv2d(3, 16, 3, padding=1), nn.Conv2d(16, 16, 3, padding=1)
+            self.fc = nn.Linear(16, 10)
+
+        def forward(self, x):
+            y = torch.relu(self.c1(x))
+            y = torch.relu(self.c2(y)) + y
+            y = self.fc(y.mean((2, 3)))
+            return y.float().softmax(-1).to(x.dtype)
+
+    torch.manual_seed(0)
+    net = Net().eval()
+    x = torch.randn(2, 3, 16, 16)
+    if half:
+        net, x = net.half(), x.half()
+    torch.onnx.export(net, x, str(path), opset_version=17, dynamo=False)
+
+
+def test_a_float16_model_gets_the_cuda_eps_kernels_not_the_cpu_eps_casts(tmp_path, monkeypatch):
+    """The CPU EP runs float16 nodes it has no kernel for through float32 copies (Casts named
+    InsertedPrecisionFreeCast_...); the CUDA EP runs them in float16. The offline record takes those Casts out: the
+    same kernels as the float32 twin, in float16 (half the bytes), the model's own Casts kept, and a prediction that
+    names both what the analysis assumed and that the predictor never trained on float16."""
+    monkeypatch.setenv("HASE_HOME", str(tmp_path))
+    from hase.ort_analysis import offline_cuda
+    f16, f32 = tmp_path / "half.onnx", tmp_path / "single.onnx"
+    _half_net(f16, True)
+    _half_net(f32, False)
+    r16, r32 = offline_cuda.analyse(f16), offline_cuda.analyse(f32)
+    assert r16["offline"]["cpu_casts_removed"] > 0 and r32["offline"]["cpu_casts_removed"] == 0
+    names = [e["name"] for k in r16["kernels"] for e in k["inputs"] + k["outputs"] if e] + [k["node_name"] for k in
+                                                                                            r16["kernels"]]
+    assert not any(n.startswith(offline_cuda.CPU_CAST_PREFIX) for n in names)
+    t16 = sorted(k["type"] for k in r16["kernels"] if k["op_type"] != "Cast")
+    assert t16 == sorted(k["type"] for k in r32["kernels"] if k["op_type"] != "Cast")
+    own_casts = [k for k in r16["kernels"] if k["op_type"] == "Cast"]
+    assert own_casts and all(not k["node_name"].startswith(offline_cuda.CPU_CAST_PREFIX) for k in own_casts)
+    conv16 = [k for k in r16["kernels"] if k["op_type"] == "Conv"]
+    conv32 = [k for k in r32["kernels"] if k["op_type"] == "Conv"]
+    assert {e["dtype"] for k in conv16 for e in k["inputs"] + k["outputs"] if e} == {"float16"}
+    assert [k["weight_shapes"] for k in conv16] == [k["weight_shapes"] for k in conv32]
+    for a, b in zip(conv16, conv32):
+        assert a["bytes_read"] * 2 == b["bytes_read"] and a["bytes_written"] * 2 == b["bytes_written"]
+    assert len(r16["edges"]) == len(r32["edges"])
+    assert not r16["offline"]["claimed"] and "float16" in r16["offline"]["unclaimed_because"][0]
+    from hase.inference.node_model import precision_risk
+    assert "float16" in precision_risk(r16["kernels"]) and precision_risk(r32["kernels"]) == ""
+    import hase
+    p = hase.load_predictor("nvidia-h200")
+    w16, w32 = p.predict(r16).warnings, p.predict(r32).warnings
+    assert any("float16" in w and "trained on float32" in w for w in w16)
+    assert any("not claimed" in w for w in w16) and not any("float16" in w for w in w32)

@@ -61,6 +61,11 @@ def _read_record(path: Path) -> dict:
     rec = paths.read_json(path, "phase 2 record")
     if not isinstance(rec, dict) or not isinstance(rec.get("kernels"), list) or "device" not in rec:
         raise HaseError("not a phase 2 record (needs 'kernels' and 'device')", path)
+    from hase.graph_model.dag_critical_path import check_record
+    try:   # a file is handed in like a record dict: checked where it enters, the field named
+        check_record(rec)
+    except HaseError as e:
+        raise HaseError(str(e), path)
     return rec
 
 
@@ -110,6 +115,8 @@ class Predictor:
         from hase.utils import paths
         from hase.utils.config import _merge, resolve
         cfg = resolve(DEFAULTS, paths.phase_config("inference"))   # inference/config.yaml: Prometheus queries, probe
+        if config is not None and not isinstance(config, dict):
+            raise HaseError(f"config must be a mapping {{key: value}}, not {type(config).__name__}")
         if config:
             _merge(cfg, dict(config), "config")
         if timeline_model:
@@ -133,6 +140,9 @@ class Predictor:
                     self.model, self.timeline_path = load_timeline_model(dict(cfg, timeline_model=str(cand)), self.slug)
                     break
         pdir = tm.predictor_of(self.model, cfg["predictor_dir"]) or paths.train_models_dir() / self.slug
+        if cfg["predictor_dir"] and not (Path(pdir) / "manifest.json").exists():   # named, so never passed over
+            raise HaseError("predictor_dir: " + ("not found" if not Path(pdir).exists() else
+                                                 "no manifest.json (not a built phase 5 predictor)"), pdir)
         self.predictor = None
         if (Path(pdir) / "manifest.json").exists():
             from hase.training.kernel_predictor import load_predictor
@@ -200,10 +210,12 @@ class Predictor:
         return idle
 
     def check_load(self, load: dict, where: str = "load") -> tuple:
-        """(load {bg_field: value}, wait info, warning or None) from {field: value} (with or without bg_): every field
-        the predictor reads must be there and in its range (benchmark/gpu_metrics.FIELD_SPECS)."""
+        """(load {bg_field: value}, wait info, warnings [str]) from {field: value} (with or without bg_): every field
+        the predictor reads must be there, and every known field (read or not) in its range
+        (benchmark/gpu_metrics.FIELD_SPECS: 97 for a 0-1 ratio says the exporter is wrong); unknown fields are
+        named in one warning."""
         from hase.benchmark.gpu_metrics import check_value
-        from hase.inference.load_sources import BG, WAIT, launch_wait
+        from hase.inference.load_sources import BG, WAIT, launch_wait, snapshot_warning
         if not isinstance(load, dict):
             raise HaseError(f"{where} must be an object {{field: value}}")
         got = {}
@@ -211,6 +223,7 @@ class Predictor:
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise HaseError(f"{where}.{k} must be a number, not {type(v).__name__}")
             got[k[len(BG):] if str(k).startswith(BG) else str(k)] = float(v)
+        unknown = snapshot_warning(got, where)
         missing = [f for f in self.fields if f not in got]
         if missing:
             raise HaseError(f"{where}.{missing[0]} is missing (this predictor reads: {', '.join(self.fields)})")
@@ -218,7 +231,7 @@ class Predictor:
         out = {BG + f: check_value(f, got[f], where) for f in self.fields}
         if wait is not None:
             out[BG + WAIT] = wait
-        return out, info, warning
+        return out, info, [w for w in (unknown, warning) if w]
 
     def analyse(self, onnx_path) -> dict:
         """Phase 2 record of an ONNX model for this target's EP (cached by path, size and mtime)."""
@@ -310,8 +323,7 @@ class Predictor:
         else:
             ld, info, w = self.check_load(load)
             src = "given"
-        if w:
-            warns.append(w)
+        warns += [w] if isinstance(w, str) else list(w or [])
         model = self.model
         if isinstance(calibration, str) and calibration == "local" and model is not None:
             calibration, note = self.local_calibration()
@@ -358,6 +370,10 @@ class Predictor:
                 warns.append(f"kernel type '{t}' was not in the training data; predicted by the generic "
                              f"FLOPs/bytes model")
             warns += list(res.get("risks") or [])
+            from hase.inference.runtime import idle_above_loaded
+            odd = idle_above_loaded(res, model)   # the timeline's idle reference was itself measured under load
+            if odd:
+                warns.append(odd)
         warns += list((self.model or {}).get("warnings_for_users", []))
         details = {k: v for k, v in res.items() if not k.startswith("_") and k not in (
             "kernels", "total_ms", "p10_ms", "p90_ms", "idle_ms", "model", "device")}

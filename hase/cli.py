@@ -118,7 +118,8 @@ def predict_main(argv) -> int:
         calibration = "local"
     res = pred.predict(args.model, load, calibration=calibration)
     text = {**res.details, "model": res.model, "device": pred.device, "total_ms": res.total_ms, "p10_ms": res.p10_ms,
-            "p90_ms": res.p90_ms, "idle_ms": res.idle_ms, "kernels": res.breakdown}
+            "p90_ms": res.p90_ms, "idle_ms": res.idle_ms, "kernels": res.breakdown,
+            "load_source": res.provenance.get("load_source")}   # local sampling: its window and the busy field's noise
     print(format_prediction(text, args.top))
     for w in warn + res.warnings:
         print(f"warning: {w}", file=sys.stderr)

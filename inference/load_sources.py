@@ -197,14 +197,23 @@ def check_snapshot(got: dict, where) -> None:
     """Every known field of a load snapshot is checked against FIELD_SPECS, whether this predictor reads it or not
     (97 for a 0-1 ratio says the exporter is misconfigured: the fields it does read are suspect too); the names
     of unknown fields (a typo, another exporter's metric) come in one UnknownFieldWarning."""
+    unknown = snapshot_warning(got, where)
+    if unknown:
+        warnings.warn(UnknownFieldWarning(unknown))
+
+
+def snapshot_warning(got: dict, where) -> str:
+    """check_snapshot's checks, the unknown fields' warning returned (None when every field is known): what the
+    Predictor API, `hase predict` and the service give back among a prediction's warnings."""
     from hase.benchmark.gpu_metrics import FIELD_SPECS, check_value
     for f, v in got.items():
         if f in FIELD_SPECS:
             check_value(f, v, where)
-    unknown = sorted(f for f in got if f not in FIELD_SPECS)
-    if unknown:
-        warnings.warn(UnknownFieldWarning(f"{where}: unknown load field{'s' if len(unknown) > 1 else ''} "
-                                          f"{', '.join(unknown)} (not in gpu_metrics.FIELD_SPECS): ignored"))
+    unknown = sorted(str(f) for f in got if f not in FIELD_SPECS)
+    if not unknown:
+        return None
+    return (f"{where}: unknown load field{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} (not in "
+            f"gpu_metrics.FIELD_SPECS): ignored")
 
 
 class UnknownFieldWarning(UserWarning):

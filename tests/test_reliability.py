@@ -325,3 +325,162 @@ def test_spread_words_say_no_spread_where_there_is_none():
     assert spread_words(dict(measured, p10_ms=3.246, p90_ms=3.2461)) == "no spread measured for this machine"
     assert spread_words(dict(base, spread_source="none (timeline model without a measured spread)", p10_ms=3.246,
                              p90_ms=3.246)) == "no spread measured for this machine"
+
+
+# ---- the same items through `hase predict`, the Predictor API and the service ------------------------------------
+# (the phase script inference/predict_model_latency.py is covered by test_phase7_pipeline; these entry points go
+# through hase.api.Predictor.check_load / predict, which had none of items 1, 2 and 5: a regression of the merge)
+XEON_TL = REPO / "inference" / "results" / "cpu-intel-r-xeon-r-processor" / "timeline_model.json"
+XEON = "cpu-intel-r-xeon-r-processor"
+
+
+@pytest.fixture(scope="module")
+def tiny_onnx(tmp_path_factory):
+    from helpers import build_residual_model
+    p = tmp_path_factory.mktemp("tiny") / "tiny_bs1_16x16.onnx"
+    build_residual_model(p, "tiny", 8, 1, 16)
+    return p
+
+
+def hase_predict(home, model, *extra, timeout: float = 300):
+    """`hase predict` on the CPU EP with the committed Xeon CPU timeline (no phase 5 predictor needed)."""
+    return script(["-m", "hase.cli", "predict", model, "--device", "cpu", "--set", f"timeline_model={XEON_TL}",
+                   "--top", "1", *extra], home, timeout)
+
+
+@pytest.mark.parametrize("field, value, said", [
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 97, "= 97 is out of range (expected ratio in [0, 1])"),
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", -5, "= -5 is out of range (expected ratio in [0, 1])"),
+    ("bg_DCGM_FI_DEV_SM_CLOCK", 0, "= 0 is out of range (expected MHz > 0)"),
+    ("DCGM_FI_DEV_GPU_UTIL", math.nan, "is NaN (not measured; expected % in [0, 100])"),
+])
+def test_hase_predict_checks_every_known_field_of_a_metrics_file(tmp_path, tiny_onnx, field, value, said):
+    """Items 5 and 6 through `hase predict --metrics-file` (the issue's regression: exit 0 with DCGM 97 on the
+    CPU EP): a known field the CPU predictor does not read is still checked; NaN is said as not measured."""
+    snap = tmp_path / "f.json"
+    snap.write_text(json.dumps({"CPU_UTIL_PCT": 10, field: value}))
+    r = hase_predict(tmp_path, tiny_onnx, "--metrics-file", snap)
+    assert one_error_line(r) == f"error: {snap}: field '{field.removeprefix('bg_')}' {said}"
+
+
+def test_hase_predict_names_unknown_fields_in_one_warning(tmp_path, tiny_onnx):
+    snap = tmp_path / "f.json"
+    snap.write_text(json.dumps({"CPU_UTIL_PCT": 10, "FOO_BAR": 1, "bg_BAZ": 2}))
+    r = hase_predict(tmp_path, tiny_onnx, "--metrics-file", snap)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    warn = [ln for ln in r.stderr.splitlines() if "unknown load field" in ln]
+    assert warn == [f"warning: {snap}: unknown load fields BAZ, FOO_BAR (not in gpu_metrics.FIELD_SPECS): "
+                    f"ignored"], r.stderr
+
+
+def test_predictor_api_checks_every_known_field(tiny_onnx):
+    """Items 5 and 6 through hase.load_predictor(...).predict(model, load={...})."""
+    import hase
+    p = hase.load_predictor(XEON)
+    assert p.fields == ["CPU_UTIL_PCT"]   # the CPU predictor reads no DCGM field
+    for field, value, said in [("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 97, "= 97 is out of range"),
+                               ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", -5, "= -5 is out of range"),
+                               ("DCGM_FI_DEV_SM_CLOCK", math.nan, "is NaN (not measured; expected MHz > 0)")]:
+        with pytest.raises(HaseError) as e:
+            p.predict(tiny_onnx, load={"CPU_UTIL_PCT": 10.0, field: value})
+        assert str(e.value).startswith(f"load: field '{field}' {said}"), str(e.value)
+    res = p.predict(tiny_onnx, load={"CPU_UTIL_PCT": 10.0, "FOO_BAR": 1, "bg_BAZ": 2})
+    assert [w for w in res.warnings if "unknown" in w] == [
+        "load: unknown load fields BAZ, FOO_BAR (not in gpu_metrics.FIELD_SPECS): ignored"]
+
+
+@pytest.fixture(scope="module")
+def service_client():
+    pytest.importorskip("fastapi")
+    pytest.importorskip("httpx")
+    from fastapi.testclient import TestClient
+    from hase.service import create_app
+    return TestClient(create_app("", XEON), raise_server_exceptions=False)
+
+
+def test_service_checks_every_known_field_of_a_load(service_client, tiny_onnx):
+    """Items 5 and 6 through `hase serve`'s /v1/predict body: an error naming 'load', or one warning."""
+    import hase
+    rec = hase.load_predictor(XEON).analyse(tiny_onnx)
+    for field, value, said in [("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 97, "= 97 is out of range (expected ratio"),
+                               ("DCGM_FI_DEV_SM_CLOCK", math.nan, "is NaN (not measured; expected MHz > 0)")]:
+        r = service_client.post("/v1/predict", content=json.dumps(
+            {"record": rec, "load": {"CPU_UTIL_PCT": 10, field: value}}, allow_nan=True),
+            headers={"content-type": "application/json"})
+        assert r.status_code == 422 and r.json()["field"] == "load", r.text
+        assert f"field '{field}' {said}" in r.json()["error"], r.text
+    r = service_client.post("/v1/predict", json={"record": rec, "load": {"CPU_UTIL_PCT": 10, "FOO_BAR": 1}})
+    assert r.status_code == 200, r.text
+    assert [w for w in r.json()["warnings"] if "unknown" in w] == [
+        "load: unknown load field FOO_BAR (not in gpu_metrics.FIELD_SPECS): ignored"]
+
+
+def idle_under_load_timeline(tmp_path) -> Path:
+    """The committed Xeon timeline as if its idle reference had been measured next to a 97%-busy neighbour."""
+    model = json.loads(XEON_TL.read_text())
+    model["idle_load"]["bg_CPU_UTIL_PCT"] = 96.8
+    model["params"]["alpha"] = 1.0   # the load matters
+    bad = tmp_path / "timeline_model.json"
+    bad.write_text(json.dumps(model))
+    return bad
+
+
+def test_idle_above_loaded_warns_in_the_api_and_hase_predict(tmp_path, tiny_onnx):
+    """Item 1's last clause through the Predictor API and `hase predict`: the idle figure above the loaded one
+    by more than the spread is a warning naming the idle reference's busy field; a sound reference gives none."""
+    import hase
+    bad = idle_under_load_timeline(tmp_path)
+    res = hase.load_predictor("cpu", timeline_model=bad).predict(tiny_onnx, load={"CPU_UTIL_PCT": 2.0})
+    assert res.idle_ms - res.total_ms > res.p90_ms - res.p10_ms
+    odd = [w for w in res.warnings if "exceeds the one under the current load" in w]
+    assert len(odd) == 1 and "its idle_load has bg_CPU_UTIL_PCT = 96.8" in odd[0], res.warnings
+    sound = hase.load_predictor("cpu", timeline_model=XEON_TL).predict(tiny_onnx, load={"CPU_UTIL_PCT": 2.0})
+    assert not [w for w in sound.warnings if "exceeds" in w], sound.warnings
+    snap = tmp_path / "f.json"
+    snap.write_text(json.dumps({"CPU_UTIL_PCT": 2.0}))
+    r = script(["-m", "hase.cli", "predict", tiny_onnx, "--device", "cpu", "--set", f"timeline_model={bad}",
+                "--metrics-file", snap], tmp_path)
+    assert r.returncode == 0, r.stderr
+    warn = [ln for ln in r.stderr.splitlines() if "exceeds the one under the current load" in ln]
+    assert len(warn) == 1 and warn[0].startswith("warning: the idle prediction "), r.stderr
+
+
+def test_hase_predict_names_its_local_sampling_window(tmp_path, tiny_onnx):
+    """Item 2 through `hase predict` without a load source: the output names the window and the busy field's
+    noise (it sampled at least sample_s, longer while that noise was above sample_busy_se)."""
+    out = tmp_path / "p.json"
+    r = hase_predict(tmp_path, tiny_onnx, "--json", out)
+    assert r.returncode == 0, r.stderr
+    line = [ln for ln in r.stdout.splitlines() if ln.startswith("  load from local sampling over ")]
+    assert len(line) == 1 and "windows of 0.25 s; CPU_UTIL_PCT standard error" in line[0], r.stdout
+    d = json.loads(out.read_text())["details"]
+    assert 1.0 <= d["load_window_s"] and d["load_windows"] >= 4 and d["load_busy_field"] == "CPU_UTIL_PCT"
+
+
+@pytest.mark.parametrize("bad, said", [
+    ([1], "config must be a mapping {key: value}, not list"),
+    ("sample_s=abc", "config must be a mapping {key: value}, not str"),
+    ({"sample_s": "abc"}, "config: config key 'sample_s' = \"abc\" is not valid (expected a number >= 0"),
+])
+def test_predictor_api_config_checked(bad, said):
+    """Item 3 through hase.load_predictor(config=...): a one-line HaseError, not a TypeError."""
+    import hase
+    with pytest.raises(HaseError) as e:
+        hase.load_predictor(XEON, config=bad)
+    assert said in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_named_predictor_dir_that_does_not_exist_is_an_error(tmp_path, tiny_onnx):
+    """Item 4 through the API and `hase predict`: a predictor_dir given (--set, or load_predictor's argument) that
+    does not exist was passed over in silence where the timeline needs no kernel predictor (a CPU line table)."""
+    import hase
+    for kw in (dict(predictor_dir=tmp_path / "no_such"), dict(config={"predictor_dir": str(tmp_path / "no_such")})):
+        with pytest.raises(HaseError) as e:
+            hase.load_predictor(XEON, **kw)
+        assert str(e.value) == f"{tmp_path / 'no_such'}: predictor_dir: not found"
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(HaseError, match="predictor_dir: no manifest.json"):
+        hase.load_predictor(XEON, predictor_dir=tmp_path / "empty")
+    r = hase_predict(tmp_path, tiny_onnx, "--set", f"predictor_dir={tmp_path / 'no_such'}", "--metrics-file",
+                     REPO / "tests" / "no_such_either.json")
+    assert one_error_line(r) == f"error: {tmp_path / 'no_such'}: predictor_dir: not found"

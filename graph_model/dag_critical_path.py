@@ -106,8 +106,8 @@ def load_record(path) -> dict:
     return rec
 
 
-_KERNEL_STR = ("id", "type")                       # required: the DAG and the predictors key on them
-_KERNEL_OPT_STR = ("op_type", "category", "ep", "signature", "domain", "node_name")
+_KERNEL_STR = ("id", "type", "op_type")            # required: the DAG, the predictors and the host tables key on them
+_KERNEL_OPT_STR = ("category", "ep", "signature", "domain", "node_name")
 _KERNEL_NUM = ("flops", "bytes_read", "bytes_written")
 
 
@@ -117,6 +117,13 @@ def check_record(rec, where: str = "record") -> None:
     Records Hase wrote itself are not checked again."""
     if not isinstance(rec, dict) or not isinstance(rec.get("kernels"), list):
         raise HaseError(f"{where}: not a phase 2 record (needs a 'kernels' list)")
+    for f in ("model", "device"):
+        if not isinstance(rec.get(f), str) or not rec[f]:
+            raise HaseError(f"{where}.{f}: missing or not a string")
+    if rec.get("provenance") is not None and not isinstance(rec["provenance"], dict):
+        raise HaseError(f"{where}.provenance: not an object")
+    for f in ("graph_inputs", "graph_outputs"):
+        _check_tensors(rec.get(f), f"{where}.{f}", null_ok=False)
     for i, k in enumerate(rec["kernels"]):
         at = f"{where}.kernels[{i}]"
         if not isinstance(k, dict):
@@ -137,23 +144,44 @@ def check_record(rec, where: str = "record") -> None:
         if "weight_shapes" in k and k["weight_shapes"] is not None and not isinstance(k["weight_shapes"], list):
             raise HaseError(f"{at}.weight_shapes: not a list")
         for f in ("inputs", "outputs"):
-            ts = k.get(f, [])
-            if ts is None:
-                continue
-            if not isinstance(ts, list):
-                raise HaseError(f"{at}.{f}: not a list")
-            for j, t in enumerate(ts):
-                if t is None:
-                    continue
-                if not isinstance(t, dict):
-                    raise HaseError(f"{at}.{f}[{j}]: not an object or null")
-                shp = t.get("shape")
-                if shp is not None and (not isinstance(shp, list) or
-                                        any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in shp)):
-                    raise HaseError(f"{at}.{f}[{j}].shape: not a list of sizes >= 0")
-                for g in ("dtype", "role", "name"):
-                    if t.get(g) is not None and not isinstance(t[g], str):
-                        raise HaseError(f"{at}.{f}[{j}].{g}: not a string")
+            _check_tensors(k.get(f, []), f"{at}.{f}")
+    ids = {k["id"] for k in rec["kernels"]}
+    edges = rec.get("edges")
+    if not isinstance(edges, list):
+        raise HaseError(f"{where}.edges: missing or not a list")
+    for i, e in enumerate(edges):
+        at = f"{where}.edges[{i}]"
+        if not isinstance(e, dict):
+            raise HaseError(f"{at}: not an object")
+        for f in ("src", "dst"):
+            if not isinstance(e.get(f), str) or e[f] not in ids:
+                raise HaseError(f"{at}.{f}: missing or not a kernel id of this record")
+        if not isinstance(e.get("tensor"), str):
+            raise HaseError(f"{at}.tensor: missing or not a string")
+        b = e.get("bytes")
+        if b is not None and (isinstance(b, bool) or not isinstance(b, (int, float)) or not math.isfinite(b) or b < 0):
+            raise HaseError(f"{at}.bytes: not a number >= 0 ({b!r})")
+
+
+def _check_tensors(ts, at: str, null_ok: bool = True) -> None:
+    """A record's list of tensors (a kernel's inputs/outputs, the graph's): null, or a list of
+    {name, shape: [sizes >= 0], dtype, role} (a kernel's may hold null: an optional input left out)."""
+    if ts is None:
+        return
+    if not isinstance(ts, list):
+        raise HaseError(f"{at}: not a list")
+    for j, t in enumerate(ts):
+        if t is None and null_ok:
+            continue
+        if not isinstance(t, dict):
+            raise HaseError(f"{at}[{j}]: not an object{' or null' if null_ok else ''}")
+        shp = t.get("shape")
+        if shp is not None and (not isinstance(shp, list) or
+                                any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in shp)):
+            raise HaseError(f"{at}[{j}].shape: not a list of sizes >= 0")
+        for g in ("dtype", "role", "name"):
+            if t.get(g) is not None and not isinstance(t[g], str):
+                raise HaseError(f"{at}[{j}].{g}: not a string")
 
 
 def io_bytes(tensors) -> int:

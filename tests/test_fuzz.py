@@ -268,3 +268,145 @@ def test_service_request_bodies(service, body, keys, value, use_record, path):
     if r.status_code >= 400:
         err = r.json()
         assert "\n" not in err["error"] and "internal error" not in err["error"], err
+
+
+# ---- the same through the Predictor API and `hase predict` (hase.api: its own load check and record reader) ------
+XEON = "cpu-intel-r-xeon-r-processor"   # the committed CPU timeline: a CPU EP prediction without a phase 5 predictor
+
+
+@pytest.fixture(scope="module")
+def xeon(tmp_path_factory):
+    """(Predictor for the committed Xeon CPU timeline, a real CPU EP record of a small model)."""
+    import hase
+    sys.path.insert(0, str(Path(__file__).parent))
+    from helpers import build_residual_model
+    p = tmp_path_factory.mktemp("xeon") / "tiny_bs1_16x16.onnx"
+    build_residual_model(p, "tiny", 8, 2, 16)
+    pred = hase.load_predictor(XEON)
+    return pred, pred.analyse(p)
+
+
+def api_predict(pred, model, load=None):
+    try:
+        return pred.predict(model, load)
+    except HaseError as e:
+        one_line(e)
+        return None
+
+
+@FUZZ
+@given(doc=st.one_of(JSON, st.dictionaries(FIELD, VALUE, max_size=6),
+                     st.dictionaries(st.just("metrics"), st.dictionaries(FIELD, VALUE, max_size=5), max_size=1)))
+@example(doc={"CPU_UTIL_PCT": 10, "DCGM_FI_PROF_GR_ENGINE_ACTIVE": 97})
+def test_metrics_file_any_json_through_the_api(xeon, tmp_path, doc):
+    """`hase predict --metrics-file`'s chain (load_sources.load_from_file, then Predictor.check_load, then
+    predict): a result whose every known field is in range, or one line."""
+    from hase.benchmark.gpu_metrics import FIELD_SPECS, check_value
+    from hase.inference.load_sources import load_from_file
+    pred, rec = xeon
+    p = tmp_path / "snap.json"
+    p.write_text(json.dumps(doc, allow_nan=True))
+    try:
+        got = load_from_file(p)
+    except HaseError as e:
+        one_line(e)
+        return
+    res = api_predict(pred, rec, got)
+    if res is not None:
+        for f, v in got.items():
+            if f in FIELD_SPECS:
+                check_value(f, v)   # a known field out of range or NaN never gives a result
+        assert res.total_ms > 0
+
+
+RECORD_KEY = st.sampled_from(["model", "device", "provenance", "graph_inputs", "graph_outputs", "edges", "kernels",
+                              "opsets", "fusions", "type_counts", "kernel_count"])
+KERNEL_KEY = st.sampled_from(["id", "type", "op_type", "inputs", "outputs", "attributes", "flops", "bytes_read",
+                              "bytes_written", "category", "ep", "node_name"])
+TENSOR = st.one_of(JSON, st.fixed_dictionaries({"name": JSON, "shape": JSON, "dtype": JSON}))
+
+
+@FUZZ
+@given(top=st.dictionaries(RECORD_KEY, st.one_of(st.none(), JSON, st.lists(TENSOR, max_size=2)), max_size=3),
+       kernel=st.dictionaries(KERNEL_KEY, st.one_of(st.none(), JSON), max_size=2),
+       edge=st.one_of(st.none(), JSON, st.fixed_dictionaries({"src": JSON, "dst": JSON, "tensor": JSON})))
+@example(top={"model": None}, kernel={}, edge=None)                    # no 'model'
+@example(top={}, kernel={"op_type": None}, edge=None)                  # a kernel without op_type (the host table)
+@example(top={"provenance": "x"}, kernel={}, edge=None)                # provenance not an object
+@example(top={"graph_inputs": [None]}, kernel={}, edge=None)
+@example(top={"graph_outputs": 3}, kernel={}, edge=None)
+@example(top={}, kernel={}, edge={"src": "nope", "dst": 1, "tensor": None})
+def test_record_handed_to_the_api(xeon, top, kernel, edge):
+    """A record handed to Predictor.predict (what `hase serve` takes as 'record' and `hase predict` reads from a
+    .json): a real one with top-level keys, its first kernel's keys or an edge dropped (None) or replaced."""
+    pred, rec = xeon
+    r = json.loads(json.dumps(rec))
+    for k, v in top.items():
+        if v is None:
+            r.pop(k, None)
+        else:
+            r[k] = v
+    if isinstance(r.get("kernels"), list) and r["kernels"] and isinstance(r["kernels"][0], dict):
+        for k, v in kernel.items():
+            if v is None:
+                r["kernels"][0].pop(k, None)
+            else:
+                r["kernels"][0][k] = v
+    if edge is not None and isinstance(r.get("edges"), list):
+        r["edges"] = r["edges"] + [edge]
+    api_predict(pred, r, {"CPU_UTIL_PCT": 5.0})
+
+
+def test_record_files_through_hase_predict(xeon, tmp_path):
+    """A record file given to `hase predict` is checked like a record handed to the API: one line, exit 2 (a kernel
+    without 'op_type' or a record without 'model' ended in a KeyError traceback)."""
+    _, rec = xeon
+    k0 = {k: v for k, v in rec["kernels"][0].items() if k != "op_type"}
+    cases = {"no_op_type.json": dict(rec, kernels=[k0] + rec["kernels"][1:]),
+             "no_model.json": {k: v for k, v in rec.items() if k != "model"},
+             "bad_inputs.json": dict(rec, graph_inputs=[None]),
+             "bad_edge.json": dict(rec, edges=rec["edges"] + [{"src": "nope"}])}
+    for name, doc in cases.items():
+        (tmp_path / name).write_text(json.dumps(doc))
+        r = subprocess.run([PY, "-m", "hase.cli", "predict", tmp_path / name, "--device", "cpu", "--set",
+                            f"timeline_model={REPO / 'inference/results' / XEON / 'timeline_model.json'}"],
+                           cwd=REPO, capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "HASE_HOME": str(tmp_path / "home")})
+        lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
+        assert r.returncode == 2 and "Traceback" not in r.stderr, (name, r.stderr[-1500:])
+        assert len(lines) == 1 and lines[0].startswith(f"error: {tmp_path / name}: record"), (name, r.stderr)
+
+
+CONFIG_KEY = st.sampled_from(["sample_s", "top_kernels", "io_binding", "pin_dims", "prometheus", "probe", "device",
+                              "timeline_model", "predictor_dir", "cudnn_conv_algo_search", "nope", ""])
+
+
+@FUZZ
+@given(config=st.one_of(JSON, st.dictionaries(CONFIG_KEY, JSON, max_size=3)))
+@example(config=[1])
+@example(config="sample_s=abc")
+@example(config={"probe": {"max_age_s": float("nan")}})
+def test_config_handed_to_the_api(xeon, config):
+    """hase.load_predictor(config=...) resolves a config like --set: a Predictor, or one line."""
+    import hase
+    try:
+        p = hase.load_predictor(XEON, config=config)
+    except HaseError as e:
+        one_line(e)
+        return
+    assert p.device == "cpu" and isinstance(p.cfg["sample_s"], (int, float))
+
+
+def test_dynamic_dims_refused_with_what_to_do(fuzz_home):
+    """A named dynamic dim says which pin_dims key to set; a dim with neither a size nor a name (nothing to pin)
+    says so, instead of 'pin it with --set pin_dims.NAME=N'."""
+    with pytest.raises(HaseError) as e:
+        analyse(fuzz_home, tiny_model(["batch", 3]))
+    assert "dim 0 is dynamic (batch); pin it with --set pin_dims.batch=SIZE (a whole number > 0)" in str(e.value)
+    for unnamed in (None, ""):
+        with pytest.raises(HaseError) as e:
+            analyse(fuzz_home, tiny_model([unnamed, 3]))
+        one_line(e.value)
+        assert "dim 0 has neither a size nor a name: export the model with static input shapes" in str(e.value)
+    rec = analyse(fuzz_home, tiny_model(["batch", 3]), {"batch": 2})
+    assert rec["graph_inputs"][0]["shape"] == [2, 3]

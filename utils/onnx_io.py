@@ -73,9 +73,12 @@ def check_static(model: onnx.ModelProto, pin_dims: dict, path) -> dict:
                 shape.append(pin_dims[d])
             elif isinstance(d, int):
                 raise HaseError(f"input '{name}' dim {i} is {d}, not a size > 0", path)
+            elif not d:   # neither a size nor a name: nothing pin_dims could name
+                raise HaseError(f"input '{name}' dim {i} has neither a size nor a name: export the model with "
+                                f"static input shapes (or named dynamic dims, then pin them with pin_dims)", path)
             else:
-                raise HaseError(f"input '{name}' dim {i} is dynamic ({d or '?'}); pin it with "
-                                f"--set pin_dims.{d or 'NAME'}=N", path)
+                raise HaseError(f"input '{name}' dim {i} is dynamic ({d}); pin it with --set pin_dims.{d}=SIZE "
+                                f"(a whole number > 0)", path)
         resolved[name] = shape
     return resolved
 

@@ -414,7 +414,7 @@ class PrometheusSource(Source):
         if not body["data"]["result"]:
             raise HaseError(f"Prometheus query '{query}' returned no series")
         if not vals:
-            raise HaseError(f"Prometheus query '{query}' returned only NaN")
+            raise HaseError(f"Prometheus query '{query}' returned only NaN (not measured)")
         return float(np.mean(vals))
 
     def check(self):

@@ -67,7 +67,7 @@ def prometheus_load(pcfg: dict, fields: list, optional=()) -> dict:
         if f in fields and v is None:
             raise HaseError(f"Prometheus at {url} has no series for '{f}' ({pcfg['queries'][f].format(selector=pcfg['selector'])})")
         if f in fields and v != v:
-            raise HaseError(f"Prometheus at {url} returned NaN for '{f}'")
+            raise HaseError(f"Prometheus at {url} returned NaN (not measured) for '{f}'")
         if v is not None and v == v:
             out[f] = v
     return out

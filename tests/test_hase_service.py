@@ -47,6 +47,9 @@ def stack(tmp_path_factory):
         clock.labels("0", host).set(1980)
         cal.labels("0", host).set(f * ref)
         cal_t.labels("0", host).set(time.time())
+    busy.labels("0", "nanhost").set(float("nan"))   # a reading that did not happen (issue 26 item 6)
+    clock.labels("0", "nanhost").set(1980)
+    dram.labels("0", "nanhost").set(0.0)
     exp_port = free_port()
     exporter, _ = start_http_server(exp_port, addr="127.0.0.1", registry=reg)
     prom, prom_url = start_prometheus(tmp, exp_port, job="dcgm")
@@ -157,6 +160,29 @@ def test_place_and_predict_scale_the_host_by_each_nodes_calibration_gauge(stack,
     assert one.status_code == 200, one.text
     assert one.json()["total_ms"] == pytest.approx(by["slowhost"]["total_ms"], rel=1e-6)
     assert one.json()["details"]["host_scale"] == pytest.approx(by["slowhost"]["host_scale"])
+
+
+def test_nan_from_prometheus_is_said_as_not_measured(stack, record, tmp_path):
+    """Issue 26 item 6: a GPU whose exporter gives NaN (a field not measured) is refused as 'NaN (not measured)',
+    never as out of range, by /v1/predict, /v1/place and `hase predict --prometheus`."""
+    nan_sel = 'gpu="0",Hostname="nanhost"'
+    assert wait_for_series(stack["prom"], f"count_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{nan_sel}}}[1m])", 1)
+    said = "returned NaN (not measured) for 'DCGM_FI_PROF_GR_ENGINE_ACTIVE'"
+    r = requests.post(f"{stack['url']}/v1/predict", json={"record": record, "prometheus": {"selector": nan_sel}},
+                      timeout=60)
+    assert r.status_code == 424 and r.json()["field"] == "prometheus" and said in r.json()["error"], r.text
+    r = requests.post(f"{stack['url']}/v1/place", json={"record": record, "candidates": [
+        {"target": "nvidia-h200", "selector": sel(3), "name": "idle"},
+        {"target": "nvidia-h200", "selector": nan_sel, "name": "nan"}]}, timeout=60)
+    assert r.status_code == 200 and r.json()["best"] == "idle", r.text
+    assert said in r.json()["ranked"][-1]["error"], r.text
+    rec = tmp_path / "r18.json"
+    rec.write_text(json.dumps(record))
+    p = subprocess.run([sys.executable, "-m", "hase.cli", "predict", rec, "--gpu", "nvidia-h200", "--prometheus",
+                        stack["prom"], "--selector", nan_sel], cwd=REPO, capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, HASE_HOME=str(tmp_path / "home")))
+    lines = [ln for ln in p.stderr.strip().splitlines() if ln.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and said in lines[0], p.stderr
 
 
 def test_upload_onnx_for_cpu_ep(stack, tmp_path):

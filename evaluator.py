@@ -294,18 +294,22 @@ def leave_one_arch_out(df, records, node_times, predictor, bw, cfg, log) -> dict
                                             f"leave-one-architecture-out refit without {arch}, not saved")
         test = predict_cases(sub[sub["arch"] == arch], preps, model)
         refit_on = sorted(sub.loc[sub["is_train"], "arch"].unique().tolist())
-        out[arch] = {**accuracy(test["hase_ms"], test["actual_ms"]), "refit_on": refit_on}
+        out[arch] = {**accuracy(test["hase_ms"], test["actual_ms"]), "refit_on": refit_on,
+                     "at_bounds": model["at_bounds"]}
     return out
 
 
 def loao_line(arch: str, m: dict) -> str:
     """One leave-one-architecture-out result, with what it was refitted on: with one architecture left the fixed
-    cost and the per-node terms are one equation, so its error says little about unseen architectures."""
+    cost and the per-node terms are one equation, so its error says little about unseen architectures. A constant
+    the refit left on its bound is named (the log's warning says the same)."""
     on = m.get("refit_on", [])
     line = (f"  leave-one-architecture-out {arch:20s} MAPE {m['mape_pct']:6.1f}%  ±10% {m['within_10pct']:5.1f}%  "
             f"(constants refitted on {len(on)} other architecture{'s' if len(on) != 1 else ''}: {', '.join(on)}")
     if len(on) < 2:
         line += "; one architecture cannot tell the fixed cost from the per-node terms: indicative only"
+    for b in m.get("at_bounds") or []:   # the refit pushed a constant out of its physical range
+        line += f"; {b['param']} ended at its {b['bound']} bound {b['limit']:g}: that term is not what the data show"
     return line + ")"
 
 

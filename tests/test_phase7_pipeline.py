@@ -532,6 +532,29 @@ def test_fits_labelled_and_the_saved_one_logged(home):
                                   for ln in loao), loao
 
 
+def test_loao_lines_name_constants_at_their_bounds(home):
+    """Item 8: a leave-one-architecture-out line names the constants its refit left on a bound (the resnet18-less
+    refit's c0_us ends at 0 on this machine): the log's warning and the printed line say the same thing."""
+    from hase.evaluator import loao_line
+    at = [{"param": "c0_us", "value": 2.4e-13, "bound": "lower", "limit": 0.0}]
+    line = loao_line("resnet18", {"mape_pct": 24.6, "within_10pct": 37.5, "refit_on": ["mobilenet_v2"], "at_bounds": at})
+    assert line.endswith("; c0_us ended at its lower bound 0: that term is not what the data show)"), line
+    log = (home / "pipeline_stderr.txt").read_text().splitlines()
+    bounds = {}
+    for ln in log:
+        if "(leave-one-architecture-out refit without " in ln and " bound " in ln:
+            arch = ln.split("refit without ")[1].split(",")[0]
+            param, rest = ln.split("not saved): ")[1].split(" = ", 1)
+            side, limit = rest.split(" is at its ")[1].split(" bound ")
+            bounds.setdefault(arch, []).append(f"{param} ended at its {side} bound {limit}")
+    out = [ln for ln in (home / "pipeline_stdout.txt").read_text().splitlines()
+           if "leave-one-architecture-out " in ln and "MAPE" in ln]
+    for ln in out:
+        arch = ln.split("leave-one-architecture-out ")[1].split()[0]
+        said = bounds.get(arch, [])
+        assert all(b in ln for b in said) and (said or " bound " not in ln), (ln, said)
+
+
 def test_main_job_output_is_ignored_by_git(home):
     """Item 11: nothing the main job writes would be an untracked file in the clone (HASE_HOME = the clone)."""
     if shutil.which("git") is None or not (REPO / ".git").exists():

@@ -233,18 +233,23 @@ class Predictor:
             out[BG + WAIT] = wait
         return out, info, [w for w in (unknown, warning) if w]
 
-    def analyse(self, onnx_path) -> dict:
-        """Phase 2 record of an ONNX model for this target's EP (cached by path, size and mtime)."""
+    def analyse(self, onnx_path, pin_dims=None) -> dict:
+        """Phase 2 record of an ONNX model for this target's EP (cached by path, size, mtime and pinned dims).
+        pin_dims: {dynamic dim name: size} (None: the predictor's config's, inference/config.yaml pin_dims)."""
         path = Path(onnx_path)
         if not path.is_file():
             raise HaseError("file not found" if not path.exists() else "not a file", path)
+        pins = dict(self.cfg.get("pin_dims") or {}) if pin_dims is None else pin_dims
+        if not isinstance(pins, dict):
+            raise HaseError(f"pin_dims must be an object {{dim name: size}}, not {type(pins).__name__}")
         st = path.stat()
-        key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+        key = (str(path.resolve()), st.st_size, st.st_mtime_ns, tuple(sorted((str(k), repr(v))
+                                                                             for k, v in pins.items())))
         with self._lock:
             rec = self._records.get(key)
         if rec is None:
             with _ANALYSE_LOCK:   # ORT writes the optimized graph beside the model: one analysis at a time
-                rec, how = analyse_onnx(path, self.device, self.cfg)
+                rec, how = analyse_onnx(path, self.device, dict(self.cfg, pin_dims=pins))
             rec = dict(rec, analysed_by=how)
             with self._lock:
                 self._records[key] = rec
@@ -389,6 +394,31 @@ class Predictor:
                           p10_ms=float(res["p10_ms"]), p90_ms=float(res["p90_ms"]),
                           idle_ms=float(res.get("idle_ms", res["total_ms"])), breakdown=breakdown,
                           warnings=warns, provenance=_plain(prov), details=_plain(details))
+
+    def sweep(self, onnx_path, dim: str, sizes, load=None, options=None, calibration=None) -> list:
+        """Predictions of one ONNX model with its dynamic dim `dim` pinned to each of `sizes` (the batch, a
+        sequence length): [(size, Prediction)], in the order given. Each size is its own analysis (the graph ORT
+        runs changes with the shapes; cached like analyse). The model's other dynamic dims come from the config's
+        pin_dims."""
+        from hase.utils.onnx_io import graph_input_dims, load_model
+        path = Path(onnx_path)
+        if not path.is_file():
+            raise HaseError("file not found" if not path.exists() else "not a file", path)
+        dynamic = sorted({d for dims in graph_input_dims(load_model(path, load_weights=False)).values()
+                          for d in (dims or []) if isinstance(d, str) and d})
+        if dim not in dynamic:
+            raise HaseError(f"sweep dim '{dim}' is not a named dynamic dim of the model's inputs (its dynamic dims: "
+                            f"{', '.join(dynamic) or 'none'})", path)
+        sizes = list(sizes)
+        if not sizes or any(isinstance(v, bool) or not isinstance(v, int) or v <= 0 for v in sizes):
+            raise HaseError(f"sweep sizes must be whole numbers > 0, got {sizes!r:.60}")
+        out = []
+        for v in sizes:
+            rec = self.analyse(path, pin_dims={**(self.cfg.get("pin_dims") or {}), dim: v})
+            res = self.predict(rec, load, options, calibration)
+            res.details["pin_dims"] = {**(self.cfg.get("pin_dims") or {}), dim: v}
+            out.append((v, res))
+        return out
 
     def predict_many(self, items, load=None, options=None) -> list:
         """Predictions of many models: items are models/records (all under `load`) or (model, load) pairs."""

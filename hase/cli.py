@@ -65,7 +65,38 @@ def predict_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override an inference/config.yaml key (e.g. io_binding=true, timeline_model=...)")
     p.add_argument("--top", type=int, default=15, help="rows of the per-kernel breakdown printed")
+    p.add_argument("--sweep", metavar="DIM=V1,V2,...", help="predict the model with its dynamic dim DIM (e.g. the "
+                   "batch) pinned to each value, one analysis each: a table of latency, p10-p90 and DIM per second")
+    p.add_argument("--slo-ms", type=float, metavar="MS", help="with --sweep: the largest value whose p90 stays "
+                   "within MS")
     return p
+
+
+def parse_sweep(text: str) -> tuple:
+    """'N=1,8,32' -> ('N', [1, 8, 32]); a one-line error naming --sweep otherwise."""
+    from hase.utils.errors import HaseError
+    dim, _, vals = str(text).partition("=")
+    try:
+        sizes = [int(v) for v in vals.split(",") if v.strip()]
+    except ValueError:
+        sizes = []
+    if not dim.strip() or not sizes or any(v <= 0 for v in sizes):
+        raise HaseError(f"--sweep {text}: expected DIM=V1,V2,... with whole numbers > 0 (e.g. --sweep N=1,8,32)")
+    return dim.strip(), sizes
+
+
+def format_sweep(model: str, target: str, dim: str, rows: list, slo_ms=None) -> str:
+    """The sweep as a table: one row per value (latency, p10-p90, values of DIM per second at the central value)."""
+    lines = [f"{model} on {target}, {dim} swept (one analysis each):",
+             f"  {dim:>8s} {'latency_ms':>11s} {'p10-p90_ms':>17s} {dim + '/s':>12s}" + ("  within SLO" if slo_ms else "")]
+    for v, r in rows:
+        lines.append(f"  {v:>8d} {r.total_ms:>11.3f} {f'{r.p10_ms:.3f}-{r.p90_ms:.3f}':>17s} "
+                     f"{v / r.total_ms * 1e3:>12.0f}" + (f"  {'yes' if r.p90_ms <= slo_ms else 'no'}" if slo_ms else ""))
+    if slo_ms:
+        ok = [v for v, r in rows if r.p90_ms <= slo_ms]
+        lines.append(f"  largest {dim} with p90 <= {slo_ms:g} ms: {max(ok)}" if ok else
+                     f"  no {dim} swept has p90 <= {slo_ms:g} ms")
+    return "\n".join(lines)
 
 
 def predict_main(argv) -> int:
@@ -116,6 +147,20 @@ def predict_main(argv) -> int:
         # this GPU's host speed (issue 23). Not by default on the CPU EP: a CPU timeline is normally fitted on this
         # machine already, and moved to another CPU calibration does not yet help (README, CPU EP)
         calibration = "local"
+    if args.sweep or args.slo_ms is not None:
+        if not args.sweep or args.trace:
+            raise HaseError("--slo-ms needs --sweep" if not args.sweep else "--trace takes one model, not a --sweep")
+        if args.slo_ms is not None and not args.slo_ms > 0:
+            raise HaseError(f"--slo-ms {args.slo_ms}: expected a latency in ms > 0")
+        dim, sizes = parse_sweep(args.sweep)
+        rows = pred.sweep(args.model, dim, sizes, load, calibration=calibration)
+        print(format_sweep(rows[0][1].model, target, dim, rows, args.slo_ms))
+        for w in warn + list(dict.fromkeys(w for _, r in rows for w in r.warnings)):
+            print(f"warning: {w}", file=sys.stderr)
+        if args.json:
+            paths.atomic_write_text(args.json, json.dumps({"dim": dim, "slo_ms": args.slo_ms, "points": [
+                dict(r.to_dict(), value=v) for v, r in rows]}, indent=1, default=float) + "\n")
+        return 0
     res = pred.predict(args.model, load, calibration=calibration)
     text = {**res.details, "model": res.model, "device": pred.device, "total_ms": res.total_ms, "p10_ms": res.p10_ms,
             "p90_ms": res.p90_ms, "idle_ms": res.idle_ms, "kernels": res.breakdown,

@@ -79,9 +79,13 @@ def analyse(model_path: Path, device: str, cfg: dict, offline: bool = False) -> 
     graph reproduced with the CPU build (ort_analysis/offline_cuda.py), for a machine without a CUDA EP."""
     from hase.ort_analysis import offline_cuda
     from hase.ort_analysis.fusion_detector import build_record, record_path
-    rp = offline_cuda.record_path(model_path.stem) if offline else record_path(model_path.stem, device)
+    # pinned dynamic dims make another graph: in the file name and the key, so a batch-32 analysis never answers
+    # for batch 8 (it did: the key was the file alone)
+    pins = {str(k): v for k, v in sorted((cfg.get("pin_dims") or {}).items())}
+    stem = model_path.stem + "".join(f"@{k}={v}" for k, v in pins.items())
+    rp = offline_cuda.record_path(stem) if offline else record_path(stem, device)
     st = model_path.stat()
-    key = f"{model_path.resolve()}:{st.st_size}:{int(st.st_mtime)}"
+    key = f"{model_path.resolve()}:{st.st_size}:{int(st.st_mtime)}:pins={json.dumps(pins, sort_keys=True)}"
     if offline:
         key += f":{offline_cuda.METHOD}:{offline_cuda.VERSION}:{offline_cuda.facts_digest()}"
     if rp.exists():

@@ -305,3 +305,47 @@ def test_a_malformed_record_is_one_error_naming_the_field(records):
     del rec["kernels"][0]["id"]
     with pytest.raises(HaseError, match=r"record\.kernels\[0\]\.id: missing"):
         p.predict(rec)
+
+
+def _dynamic_batch_model(path):
+    """build_residual_model with its batch dim named 'N' (as torch exports dynamic_axes)."""
+    import onnx
+    build_residual_model(path, "dyn", 16, 3, 32)
+    m = onnx.load(str(path))
+    for vi in (m.graph.input[0], m.graph.output[0]):
+        vi.type.tensor_type.shape.dim[0].dim_param = "N"
+    onnx.save(m, str(path))
+
+
+def test_pinned_dims_are_part_of_the_analysis_and_a_sweep_predicts_each(tmp_path, home):
+    """A dynamic-batch model: each pinned batch is its own analysis (the on-disk record cache keyed the file alone,
+    so batch 32 was answered with batch 8's record); Predictor.sweep and `hase predict --sweep` give one prediction
+    per value, and --slo-ms names the largest value whose p90 fits."""
+    import hase
+    f = tmp_path / "dyn.onnx"
+    _dynamic_batch_model(f)
+    p = hase.load_predictor("nvidia-h200")
+    r2, r32 = p.analyse(f, pin_dims={"N": 2}), p.analyse(f, pin_dims={"N": 32})
+    assert r2["graph_inputs"][0]["shape"][0] == 2 and r32["graph_inputs"][0]["shape"][0] == 32
+    rows = p.sweep(f, "N", [1, 4, 64])
+    assert [v for v, _ in rows] == [1, 4, 64]
+    assert rows[2][1].total_ms > rows[0][1].total_ms and rows[2][1].details["pin_dims"] == {"N": 64}
+    # the CLI, a fresh process each time: the on-disk cache must not answer batch 32 with batch 2's record
+    one = [hase_cli("predict", f, "--gpu", "nvidia-h200", "--set", f"pin_dims={{N: {n}}}", "--json",
+                    tmp_path / f"p{n}.json", home=home) for n in (2, 32)]
+    assert all(q.returncode == 0 for q in one), one[0].stderr + one[1].stderr
+    tot = [json.loads((tmp_path / f"p{n}.json").read_text())["total_ms"] for n in (2, 32)]
+    assert tot[1] > tot[0], tot
+    slo = 0.5 * (rows[1][1].p90_ms + rows[2][1].p90_ms)   # between batch 4's p90 and batch 64's
+    q = hase_cli("predict", f, "--gpu", "nvidia-h200", "--sweep", "N=1,4,64", "--slo-ms", f"{slo:.4f}", "--json",
+                 tmp_path / "sweep.json", home=home)
+    assert q.returncode == 0, q.stderr
+    last = q.stdout.strip().splitlines()[-1]
+    assert last.startswith("  largest N with p90 <=") and last.endswith(": 4"), q.stdout
+    pts = json.loads((tmp_path / "sweep.json").read_text())["points"]
+    assert [pt["value"] for pt in pts] == [1, 4, 64]
+    assert [round(pt["total_ms"], 6) for pt in pts] == [round(r.total_ms, 6) for _, r in rows]
+    for bad, what in ((["--sweep", "B=1,2"], "not a named dynamic dim"), (["--sweep", "N=x"], "--sweep N=x"),
+                      (["--slo-ms", "3"], "--slo-ms needs --sweep")):
+        q = hase_cli("predict", f, "--gpu", "nvidia-h200", *bad, home=home)
+        assert q.returncode == 2 and what in q.stderr and len(q.stderr.strip().splitlines()) == 1, q.stderr

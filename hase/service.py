@@ -1,7 +1,8 @@
 """`hase serve`: the prediction service for schedulers (FastAPI on uvicorn; OpenAPI schema at /openapi.json, docs at
 /docs).
 
-  POST /v1/analyse   multipart `model` (an ONNX file) + form `target`: the model analysed for the target's EP;
+  POST /v1/analyse   multipart `model` (an ONNX file) + form `target` (+ `pin_dims`, a JSON object {dim: size}
+                     for a model with dynamic dims): the model analysed for the target's EP;
                      returns its analysis_id (cached for the process' life) and kernel count
   POST /v1/predict   JSON {target, analysis_id | record, load | prometheus: {url?, selector}, options, breakdown}
                      or multipart `model` (ONNX) + form fields target, load (JSON), selector, options (JSON)
@@ -217,7 +218,23 @@ def create_app(default_prometheus: str = "", default_target: str = "nvidia-h200"
                                               f"{p.target} is {p.device}")
         return rec
 
-    def analyse_upload(data: bytes, filename: str, p) -> dict:
+    def form_pins(form) -> dict:
+        """The upload's `pin_dims` form field: a JSON object {dynamic dim name: size > 0} ({} when absent)."""
+        raw = form.get("pin_dims")
+        if raw in (None, ""):
+            return {}
+        try:
+            pins = json.loads(raw)
+        except (TypeError, json.JSONDecodeError):
+            raise RequestError(422, "pin_dims", "pin_dims: not valid JSON (an object {dim name: size})")
+        if not isinstance(pins, dict):
+            raise RequestError(422, "pin_dims", "pin_dims: must be an object {dim name: size}")
+        for k, v in pins.items():
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise RequestError(422, f"pin_dims.{k}", f"pin_dims.{k}: must be a whole number > 0, not {v!r:.40}")
+        return pins
+
+    def analyse_upload(data: bytes, filename: str, p, pin_dims=None) -> dict:
         if not data:
             raise RequestError(422, "model", "model: empty upload")
         import onnx
@@ -229,10 +246,11 @@ def create_app(default_prometheus: str = "", default_target: str = "nvidia-h200"
             path = Path(d) / (Path(filename or "model.onnx").stem + ".onnx")
             path.write_bytes(data)
             try:
-                rec = p.analyse(path)
+                rec = p.analyse(path, pin_dims=pin_dims or {})
             except HaseError as e:
                 status = 501 if "CUDA" in str(e) else 422
-                raise RequestError(status, "model", f"model: {str(e).split(': ', 1)[-1]}")
+                msg = str(e).split(': ', 1)[-1].replace("--set pin_dims.", "the form field pin_dims: ")
+                raise RequestError(status, "model", f"model: {msg}")
         return dict(rec, source_model=filename, optimized_model=None)
 
     def load_of(p, body_load, prom, field="load"):
@@ -295,7 +313,7 @@ def create_app(default_prometheus: str = "", default_target: str = "nvidia-h200"
         up = form.get("model")
         if up is None or not hasattr(up, "read"):
             raise RequestError(422, "model", "model: an ONNX file upload (multipart field 'model') is required")
-        rec = analyse_upload(await up.read(), up.filename, p)
+        rec = analyse_upload(await up.read(), up.filename, p, form_pins(form))
         aid = remember(rec)
         return {"analysis_id": aid, "target": p.target, "model": rec.get("model"), "kernels": len(rec["kernels"])}
 
@@ -337,7 +355,7 @@ def create_app(default_prometheus: str = "", default_target: str = "nvidia-h200"
                 raise RequestError(422, "model", "model: an ONNX file upload (multipart field 'model') is required")
             data = await up.read()
             import anyio
-            rec = await anyio.to_thread.run_sync(analyse_upload, data, up.filename, p)
+            rec = await anyio.to_thread.run_sync(analyse_upload, data, up.filename, p, form_pins(form))
             aid = remember(rec)
             rec = ANALYSES[aid]
         else:

@@ -196,6 +196,37 @@ def test_upload_onnx_for_cpu_ep(stack, tmp_path):
     assert r.json()["model"] == "m" and r.json()["total_ms"] > 0
 
 
+def test_upload_with_dynamic_dims_pinned_per_request(stack, tmp_path):
+    """A dynamic-batch ONNX upload: without pin_dims one 422 naming the dim; with them each batch is its own analysis
+    (batch 64 predicted slower than batch 1), through /v1/analyse and the multipart /v1/predict; bad pin_dims name
+    the field."""
+    import onnx
+    f = tmp_path / "dyn.onnx"
+    build_residual_model(f, "dyn", 16, 3, 32)
+    m = onnx.load(str(f))
+    for vi in (m.graph.input[0], m.graph.output[0]):
+        vi.type.tensor_type.shape.dim[0].dim_param = "N"
+    onnx.save(m, str(f))
+    url = stack["url"]
+
+    def post(path, **data):
+        with open(f, "rb") as fh:
+            return requests.post(f"{url}{path}", files={"model": ("dyn.onnx", fh)}, timeout=120,
+                                 data={"target": "nvidia-h200", **data})
+    r = post("/v1/analyse")
+    assert r.status_code == 422 and r.json()["field"] == "model" and "pin_dims" in r.json()["error"], r.text
+    ids = {n: post("/v1/analyse", pin_dims=json.dumps({"N": n})).json()["analysis_id"] for n in (1, 64)}
+    assert ids[1] != ids[64]
+    tot = {n: requests.post(f"{url}/v1/predict", json={"analysis_id": ids[n]}, timeout=60).json()["total_ms"]
+           for n in (1, 64)}
+    assert tot[64] > tot[1], tot
+    r = post("/v1/predict", pin_dims=json.dumps({"N": 64}))
+    assert r.status_code == 200 and r.json()["total_ms"] == pytest.approx(tot[64]), r.text
+    for bad, field in (("{nope", "pin_dims"), ('{"N": 0}', "pin_dims.N"), ('[64]', "pin_dims")):
+        r = post("/v1/analyse", pin_dims=bad)
+        assert r.status_code == 422 and r.json()["field"] == field, (bad, r.text)
+
+
 def test_bad_requests_name_the_field(stack, record, tmp_path):
     url = stack["url"]
     cases = [

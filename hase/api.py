@@ -379,6 +379,12 @@ class Predictor:
             odd = idle_above_loaded(res, model)   # the timeline's idle reference was itself measured under load
             if odd:
                 warns.append(odd)
+        if load is not None and self.model is not None:
+            from hase.inference.timeline_model import has_load_terms
+            if not has_load_terms(self.model):   # then how the wait was sourced does not matter: say what does
+                warns = [x for x in warns if not x.startswith("launch-wait field")]
+                warns.append(f"the timeline model for {self.target} has no interference terms ({self.timeline_path}):"
+                             f" predicted at idle, the given load is not applied")
         warns += list((self.model or {}).get("warnings_for_users", []))
         details = {k: v for k, v in res.items() if not k.startswith("_") and k not in (
             "kernels", "total_ms", "p10_ms", "p90_ms", "idle_ms", "model", "device")}

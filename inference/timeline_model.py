@@ -211,6 +211,20 @@ def copy_us(table, direction: str, nbytes_: float) -> float:
     return 0.0 if table is None else transfer_ms(table, direction, nbytes_) * 1e3
 
 
+LOAD_PARAMS = ("alpha", "beta_us", "gamma", "clock_exp")
+
+
+def has_load_terms(model: dict) -> bool:
+    """Whether a timeline model has interference terms at all: a run-level model, or any per-launch load constant
+    fitted away from 0. A model without them (the committed Xeon CPU timeline, a GPU fitted at idle only) predicts
+    the idle timeline whatever the load; the prediction must say so (issue 24), never apply nothing silently."""
+    if not model:
+        return False
+    if model.get("interference") == RUN_SHARE:
+        return True
+    return any(float((model.get("params") or {}).get(k) or 0.0) != 0.0 for k in LOAD_PARAMS)
+
+
 def load_terms(load: dict, idle_clock_mhz: float) -> dict:
     """(u, clock ratio, measured wait per launch or None) from background metrics, keys with or
     without the bg_ prefix."""

@@ -192,3 +192,35 @@ def test_predictor_of_and_the_timeline_load_fields(tmp_path, monkeypatch):
     assert tm.load_fields_of(rec, "cuda") == [tm.BUSY, tm.CLOCK]
     assert tm.load_fields_of(dict(rec, params=dict(rec["params"], gamma=0.5)), "cuda") == [tm.BUSY, tm.CLOCK, tm.DRAM]
     assert tm.load_fields_of(rec, "cpu") == [tm.CPU_BUSY] and tm.load_fields_of(None, "cuda") == []
+
+
+def test_a_timeline_without_interference_terms_says_it_predicts_at_idle(tmp_path):
+    """Issue 24: asked for a prediction under load with a timeline model that has no interference terms (here the
+    shipped H200 default with them taken out; the committed Xeon CPU timeline has none either), the predictor gives
+    the idle timeline and says so in one warning, never a silent idle number; the shipped default applies the load
+    and says nothing of the kind."""
+    import hase
+    from hase.graph_model.dag_critical_path import records_in_file
+    shipped = REPO / "inference" / "results" / "nvidia-h200" / "default" / "timeline_model.json"
+    m = json.loads(shipped.read_text())
+    assert tm.has_load_terms(m)
+    m.pop("interference", None)
+    for k in tm.LOAD_PARAMS:
+        m["params"].pop(k, None)
+    assert not tm.has_load_terms(m)
+    bare = tmp_path / "timeline_model.json"
+    bare.write_text(json.dumps(m))
+    rec = records_in_file(str(REPO / "ort_analysis" / "ort_kernel_record" / "nvidia-h200" / "records.json.xz"),
+                          models=["resnet18_bs1_224x224"])["resnet18_bs1_224x224"]
+    load = {"DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.8, "DCGM_FI_DEV_SM_CLOCK": 1500.0}
+    r = hase.load_predictor("nvidia-h200", timeline_model=bare).predict(rec, load)
+    said = [w for w in r.warnings if "no interference terms" in w]
+    assert r.total_ms == pytest.approx(r.idle_ms) and len(said) == 1 and str(bare) in said[0]
+    assert not [w for w in r.warnings if w.startswith("launch-wait field")]
+    assert not [w for w in hase.load_predictor("nvidia-h200", timeline_model=bare).predict(rec).warnings
+                if "interference" in w]                                     # at idle there is nothing to apply
+    r = hase.load_predictor("nvidia-h200").predict(rec, load)
+    assert r.total_ms > 1.2 * r.idle_ms and not [w for w in r.warnings if "no interference terms" in w]
+    xeon = json.loads((REPO / "inference" / "results" / "cpu-intel-r-xeon-r-processor" /
+                       "timeline_model.json").read_text())
+    assert not tm.has_load_terms(xeon)

@@ -104,7 +104,7 @@ def predict_main(argv) -> int:
     from hase.inference.load_sources import AGE, TS, WAIT, load_from_file, load_from_prometheus
     from hase.inference.runtime import DEFAULTS, format_prediction, predict_record, write_trace
     from hase.utils import paths
-    from hase.utils.config import parse_override, resolve
+    from hase.utils.config import combine_overrides, resolve
     from hase.utils.errors import HaseError
     args = predict_parser().parse_args(argv)
     cfg = resolve(DEFAULTS, paths.phase_config("inference"), args.overrides)
@@ -118,9 +118,7 @@ def predict_main(argv) -> int:
         from hase.utils.ort_session import device_slug, resolve_device
         dev = resolve_device(args.device or cfg["device"])
         target, local = ("cpu" if dev == "cpu" else device_slug("cuda")), True
-    overrides = {}
-    for item in args.overrides:
-        overrides.update(parse_override(item))
+    overrides = combine_overrides(args.overrides)   # --set pin_dims.a=1 --set pin_dims.b=2: both dims
     pred = load_predictor(target, config=overrides or None)
     warn = []
     if args.metrics_file:

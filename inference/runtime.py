@@ -48,6 +48,22 @@ def load_timeline_model(cfg: dict, slug: str):
     return load(path), path
 
 
+def control_flow_risk(kernels) -> str:
+    """A warning naming the If/Loop/Scan nodes of a record: each is priced as one kernel, and the nodes of its
+    body (ort_graph_parser.subgraph_summary: run once per iteration, or per branch taken) are in no prediction."""
+    found = []
+    for k in kernels:
+        bodies = [v for vs in (k.get("attributes") or {}).values() for v in (vs if isinstance(vs, list) else [vs])
+                  if isinstance(v, dict) and "subgraph" in v]
+        if bodies:
+            found.append(f"{k['id']} ({'/'.join(str(b.get('nodes', '?')) for b in bodies)} body nodes)")
+    if not found:
+        return ""
+    return (f"control flow not modelled: {', '.join(found[:5])}{' ...' if len(found) > 5 else ''} priced as one "
+            f"kernel each; the nodes inside the body (run once per iteration or branch taken) are not predicted, "
+            f"so the total is a lower bound")
+
+
 def prepare_record(record: dict, predictor, model: dict) -> dict:
     """Load-independent part of a prediction (kernel times at idle); cache it per model."""
     from hase.inference.node_model import (TRAINED_FLOAT_DTYPES, NodeModel, kernel_ms as to_ms, per_group_risk,
@@ -65,7 +81,7 @@ def prepare_record(record: dict, predictor, model: dict) -> dict:
     # known gaps of the predictor and of the analysis, named once per model (inference/node_model.py, offline_cuda)
     trained = tuple((getattr(predictor, "manifest", None) or {}).get("float_dtypes") or TRAINED_FLOAT_DTYPES)
     risks = [per_group_risk(record["kernels"]) if record.get("device") == "cuda" else "",
-             precision_risk(record["kernels"], trained)]
+             precision_risk(record["kernels"], trained), control_flow_risk(record["kernels"])]
     off = record.get("offline") or {}
     if off and not off.get("claimed", True):
         risks.append("graph analysed offline (no CUDA EP on this machine) and not claimed: "

@@ -67,14 +67,27 @@ def optimize(model_path, device: str, pin_dims=None, seed=0, out_dir=None):
     return opt_path, info
 
 
+def subgraph_summary(g) -> dict:
+    """A control-flow body (GraphProto) as JSON: its name, node count and op counts (the body itself is not
+    analysed: the node runs it as one kernel here)."""
+    ops = {}
+    for n in g.node:
+        key = f"{n.domain}:{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type
+        ops[key] = ops.get(key, 0) + 1
+    return {"subgraph": g.name, "nodes": len(g.node), "ops": dict(sorted(ops.items()))}
+
+
 def attr_dict(node) -> dict:
     out = {}
     for a in node.attribute:
         v = helper.get_attribute_value(a)
         if isinstance(v, bytes):
             v = v.decode()
+        elif hasattr(v, "node") and hasattr(v, "initializer"):   # a subgraph (If/Loop/Scan body): its summary
+            v = subgraph_summary(v)
         elif isinstance(v, (list, tuple)):
-            v = [x.decode() if isinstance(x, bytes) else x for x in v]
+            v = [x.decode() if isinstance(x, bytes) else subgraph_summary(x) if hasattr(x, "node") else x
+                 for x in v]
         elif hasattr(v, "dims"):  # tensor attribute
             v = numpy_helper.to_array(v).tolist()
         if isinstance(v, float):

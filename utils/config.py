@@ -140,6 +140,24 @@ def parse_override(item: str) -> dict:
     return out
 
 
+def _deep_update(acc: dict, upd: dict) -> dict:
+    for k, v in upd.items():
+        if isinstance(v, dict) and isinstance(acc.get(k), dict):
+            _deep_update(acc[k], v)
+        else:
+            acc[k] = copy.deepcopy(v)
+    return acc
+
+
+def combine_overrides(items, into=None) -> dict:
+    """The --set items as one nested mapping, later items merged key by key into earlier ones (a mapping such as
+    pin_dims collects every --set pin_dims.NAME=N, where one --set replaces config.yaml's whole)."""
+    acc = {} if into is None else into
+    for item in items:
+        _deep_update(acc, parse_override(item))
+    return acc
+
+
 def load_yaml(path: Path) -> dict:
     path = Path(path)
     if not path.exists():
@@ -158,8 +176,9 @@ def resolve(defaults: dict, config_path=None, overrides=(), device=None) -> dict
     cfg = copy.deepcopy(defaults)
     if config_path is not None:
         _merge(cfg, load_yaml(config_path), str(config_path))
-    for item in overrides:
-        _merge(cfg, parse_override(item), f"--set {item}")
+    given = {}
+    for item in overrides:   # merged with the earlier --set items: pin_dims.a=1 then pin_dims.b=2 keeps both
+        _merge(cfg, combine_overrides([item], given), f"--set {item}")
     if device is not None:
         if "device" not in cfg:
             raise HaseError("this phase has no 'device' setting")

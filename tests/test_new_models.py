@@ -1,0 +1,98 @@
+"""Models Hase had not seen, brought as a new user would (found by exporting them fresh): each test fails without
+its fix. Real ORT sessions (the offline CUDA-EP analysis), real files, `hase predict` in a fresh process."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("HASE_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def hase_cli(*args, home):
+    env = dict(os.environ, HASE_HOME=str(home))
+    return subprocess.run([sys.executable, "-m", "hase.cli", *map(str, args)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def _save(graph, path: Path, opset: int = 17) -> Path:
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, str(path))
+    return path
+
+
+def _two_dynamic_dims_model(path: Path) -> Path:
+    """x[batch, seq, 64] -> MatMul(64x64) -> Relu."""
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
+                          "twodyn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", 64])], [w])
+    return _save(g, path)
+
+
+def test_two_dynamic_dims_pinned_by_two_set_items(tmp_path, home):
+    """The error for an unpinned dim says `--set pin_dims.NAME=SIZE`; a model with two dynamic dims (batch and
+    sequence) needs two such items, and the second replaced the first (cli: dict.update; config.resolve: a
+    free map replaced whole per --set), so the model could never be pinned that way: the first dim was
+    named as unpinned again."""
+    from hase.inference.runtime import DEFAULTS
+    from hase.utils.config import resolve
+    assert resolve(DEFAULTS, None, ["pin_dims.batch=4", "pin_dims.seq=32"])["pin_dims"] == {"batch": 4, "seq": 32}
+    f = _two_dynamic_dims_model(tmp_path / "twodyn.onnx")
+    q = hase_cli("predict", f, "--gpu", "nvidia-h200", "--set", "pin_dims.batch=4", "--set", "pin_dims.seq=32",
+                 "--json", tmp_path / "p.json", home=home)
+    assert q.returncode == 0, q.stderr
+    assert json.loads((tmp_path / "p.json").read_text())["total_ms"] > 0
+    # one missing dim is still named, in one line
+    q = hase_cli("predict", f, "--gpu", "nvidia-h200", "--set", "pin_dims.batch=4", home=home)
+    assert q.returncode == 2 and "Traceback" not in q.stderr and "pin_dims.seq" in q.stderr, q.stderr
+
+
+def _loop_model(path: Path) -> Path:
+    """y = x run through a Loop of 8 iterations whose body is MatMul(64x64) -> Relu (what torch's EmbeddingBag and
+    torch.jit.script loops export to)."""
+    w = numpy_helper.from_array(np.eye(64, dtype=np.float32), "w")
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("MatMul", ["h_in", "w"], ["m"]),
+         helper.make_node("Relu", ["m"], ["h_out"])], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("h_in", TensorProto.FLOAT, [8, 64])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("h_out", TensorProto.FLOAT, [8, 64])])
+    trip = numpy_helper.from_array(np.array(8, dtype=np.int64), "trip")
+    cond = numpy_helper.from_array(np.array(True), "cond")
+    g = helper.make_graph([helper.make_node("Loop", ["trip", "cond", "x"], ["y"], body=body)], "loop",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 64])], [w, trip, cond])
+    return _save(g, path)
+
+
+def test_a_loop_model_is_predicted_and_its_body_named_as_not_modelled(tmp_path, home):
+    """A model with a Loop (an If/Scan alike) crashed the analysis with a traceback (TypeError: GraphProto is not
+    JSON serializable, from the node's body attribute in the kernel signature). Now the body is summarised in the
+    record and the prediction says that the body's nodes are not predicted (a lower bound)."""
+    import hase
+    f = _loop_model(tmp_path / "loop.onnx")
+    p = hase.load_predictor("nvidia-h200")
+    rec = p.analyse(f)
+    loop = next(k for k in rec["kernels"] if k["op_type"] == "Loop")
+    assert loop["attributes"]["body"]["nodes"] == 3 and loop["attributes"]["body"]["ops"]["MatMul"] == 1
+    r = p.predict(rec)
+    assert r.total_ms > 0
+    assert any("control flow not modelled" in w and "Loop" in w and "lower bound" in w for w in r.warnings), r.warnings
+    q = hase_cli("predict", f, "--gpu", "nvidia-h100", home=home)
+    assert q.returncode == 0 and "Traceback" not in q.stderr and "control flow not modelled" in q.stderr, q.stderr

@@ -6,7 +6,9 @@
 # Runs long: start it detached, then poll; each poll packs what is done into $OUT (at most 8 files):
 #   source .device/activate.sh && setsid nohup bash benchmark/run_gpu_corpus.sh /tmp/job > /tmp/job.out 2>&1 &
 #   bash benchmark/gpu_corpus_wait.sh /tmp/job 540 $OUT
-# Env: LABELS_ONLY (0; 1: no trace, CLEAN_SESSIONS label sessions per model from benchmark/clean_labels.py), SESSIONS (2), CLEAN_SESSIONS (0 = SESSIONS; more: extra label-only sessions in a process that never profiles), RECORDS (0|1), SPLIT (all|train|exam|none: ANCHORS alone), WORKERS (14 export processes), RECORD_PROCS (6),
+# Env: FP16_TWINS ("": a YAML list of architectures also exported as float16 twins, <arch>-fp16_bs..., measured like
+#      the rest and recorded on the CUDA EP even with RECORDS=0; e.g. the ANCHORS; node_model.precision_risk),
+#      LABELS_ONLY (0; 1: no trace, CLEAN_SESSIONS label sessions per model from benchmark/clean_labels.py), SESSIONS (2), CLEAN_SESSIONS (0 = SESSIONS; more: extra label-only sessions in a process that never profiles), RECORDS (0|1), SPLIT (all|train|exam|none: ANCHORS alone), WORKERS (14 export processes), RECORD_PROCS (6),
 #      EXAM_SESSIONS (0; > 0: the exam models first, in that many sessions, then everything in SESSIONS),
 #      ANCHORS ("": a YAML list of training architectures exported and traced beside SPLIT's models, e.g.
 #      "[resnet50, mobilenet_v2, vit_b_16, cnn_mobile-s1, vit-s2, encoder-s1, hybrid-s1, unet-s0]": a machine that
@@ -36,11 +38,20 @@ fi
 if [ -n "${ANCHORS:-}" ]; then
   python3 model_zoo/build_corpus.py --set "archs=$ANCHORS" --set "workers=${WORKERS:-14}" 2>&1 | grep -E "failed|done|error"
 fi
+if [ -n "${FP16_TWINS:-}" ]; then  # float16 twins (<arch>-fp16_...): measured beside their float32 models, in no split
+  python3 model_zoo/build_corpus.py --set "archs=$FP16_TWINS" --set dtype=float16 --set "workers=${WORKERS:-14}" 2>&1 \
+    | grep -E "failed|done|error"
+fi
 ls "$M"/*.onnx | grep -v "\.opt\." > "$JOB/all_models.txt"
 echo "models: $(wc -l < "$JOB/all_models.txt")"
-if [ "${RECORDS:-0}" = 1 ]; then
+if [ "${RECORDS:-0}" = 1 ] || [ -n "${FP16_TWINS:-}" ]; then
   echo "stage records $(el)"
-  split -n "r/${RECORD_PROCS:-6}" -d "$JOB/all_models.txt" "$JOB/rec_part_"
+  # RECORDS=0 with twins: records of the twins and of their float32 models only (what the CUDA EP makes of float16,
+  # against ort_analysis/offline_cuda.py's guess)
+  [ "${RECORDS:-0}" = 1 ] || grep -E "$(python3 -c "import sys, yaml; print('|'.join('/' + a + '(-fp16)?_bs'
+    for a in yaml.safe_load(sys.argv[1])))" "$FP16_TWINS")" "$JOB/all_models.txt" > "$JOB/rec_models.txt"
+  split -n "r/${RECORD_PROCS:-6}" -d "$JOB/$([ "${RECORDS:-0}" = 1 ] && echo all_models.txt || echo rec_models.txt)" \
+    "$JOB/rec_part_"
   for f in "$JOB"/rec_part_*; do
     args=(); while read -r m; do args+=(--model "$m"); done < "$f"
     python3 ort_analysis/fusion_detector.py --device cuda "${args[@]}" > "$f.log" 2>&1 &

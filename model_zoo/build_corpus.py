@@ -2,6 +2,7 @@
 
   python model_zoo/build_corpus.py --set split=train [--set workers=12]
   python model_zoo/build_corpus.py --set 'archs=[vit-s3, swin-s0]' --set max_configs=1
+  python model_zoo/build_corpus.py --set 'archs=[resnet50, vit-s2]' --set dtype=float16   # float16 twins
 
 Each architecture: its configs (generator.arch_spec; a config over `max_gflop` per run gets the largest
 power-of-two batch under it), exported with opset 17, and the first config validated against PyTorch on
@@ -27,7 +28,12 @@ from hase.utils.logger import get_logger  # noqa: E402
 from hase.utils.progress import progress  # noqa: E402
 
 DEFAULTS = {"split": "all", "archs": [], "workers": 1, "max_gflop": 600.0, "max_configs": 3, "opset": 17,
-            "validate": True, "tolerance": 1e-3, "seed": 0}
+            "validate": True, "tolerance": 1e-3, "seed": 0, "dtype": "float32", "tolerance_float16": 0.05}
+# dtype float16: each architecture's configs exported again as a float16 twin, <arch>-fp16_bs<B>_<H>x<W> (weights,
+# input and every float tensor in float16, as model.half() exports it). A twin is no architecture of the split
+# (manifest split 'precision_twin', twin_of <arch>): no fit trains on it and no exam scores it; it is measured beside
+# its float32 model to learn what float16 kernels cost (the node models are float32-only: node_model.precision_risk)
+TWIN_SUFFIX = {"float16": "-fp16"}
 MANIFEST = "corpus_manifest.json"
 
 
@@ -65,17 +71,25 @@ def export_arch(arch: str, cfg: dict, out_dir: str) -> dict:
                 g1[size] = forward_gflop(model_at(size), input_shape_of(spec, 1, size, model_at(size)))
             return g1[size]
         entries = {}
+        twin = TWIN_SUFFIX.get(cfg["dtype"], "")
+        if cfg["dtype"] != "float32" and not twin:
+            raise HaseError(f"dtype must be float32 or float16, not '{cfg['dtype']}'")
         for i, c in enumerate(plan_configs(spec, g1_of, cfg["max_gflop"], cfg["max_configs"])):
             model = model_at(c["size"])
             shape = input_shape_of(spec, c["batch"], c["size"], model)
             stem = file_stem(spec, c["batch"], c["size"])
+            if twin:
+                stem = arch + twin + stem[len(arch):]
             out = Path(out_dir) / f"{stem}.onnx"
             if not out.exists():
-                export_one(model, c["batch"], c["size"], cfg["opset"], out, shape=shape)
-            e = {"arch": arch, "family": spec["family"], "seed": spec["seed"], "batch": c["batch"],
+                export_one(_as(model, cfg["dtype"]), c["batch"], c["size"], cfg["opset"], out, shape=shape,
+                           dtype=cfg["dtype"])
+            e = {"arch": arch + twin, "family": spec["family"], "seed": spec["seed"], "batch": c["batch"],
                  "size": c["size"], "asked_batch": c["asked_batch"], "input_shape": list(shape),
                  "gflop": c["gflop"], "params_m": round(sum(p.numel() for p in model.parameters()) / 1e6, 3),
-                 "file": out.name}
+                 "file": out.name, "dtype": cfg["dtype"]}
+            if twin:
+                e["twin_of"] = arch
             if cfg["validate"] and i == 0:
                 e["relative_error_cpu"] = validate(model, out, shape, cfg)
             entries[stem] = e
@@ -90,19 +104,32 @@ def input_shape_of(spec, batch, size, model) -> tuple:
     return input_shape(spec, batch, size)
 
 
+def _as(model, dtype: str):
+    """The model itself (float32) or a float16 copy (the float32 one stays for the FLOP count and the reference)."""
+    if dtype == "float32":
+        return model
+    import copy
+    return copy.deepcopy(model).half()
+
+
 def validate(model, onnx_path: Path, shape, cfg) -> float:
+    """ORT's CPU EP on the exported file against the float32 PyTorch model on the same input (a float16 twin gets
+    that input in float16, and its own, looser tolerance)."""
     import torch
     from hase.model_zoo.torchvision_exporter import relative_error
     from hase.utils.ort_session import make_session
     sess = make_session(onnx_path, "cpu", opt_level="all", threads=1)
     x = np.random.default_rng(cfg["seed"]).standard_normal(shape, dtype=np.float32)
-    got = sess.run(None, {sess.get_inputs()[0].name: x})[0]
+    half = cfg.get("dtype", "float32") == "float16"
+    if half:
+        x = x.astype(np.float16)
+    got = sess.run(None, {sess.get_inputs()[0].name: x})[0].astype(np.float32)
     with torch.no_grad():
-        ref = model(torch.from_numpy(x)).float().numpy()
+        ref = model(torch.from_numpy(x.astype(np.float32))).float().numpy()
     err = relative_error(got, ref)
-    if not np.isfinite(err) or err > cfg["tolerance"]:
-        raise HaseError(f"ORT output differs from PyTorch: relative error {err:.2e} > {cfg['tolerance']:.0e}",
-                        onnx_path)
+    tol = cfg["tolerance_float16"] if half else cfg["tolerance"]
+    if not np.isfinite(err) or err > tol:
+        raise HaseError(f"ORT output differs from PyTorch: relative error {err:.2e} > {tol:.0e}", onnx_path)
     return float(err)
 
 
@@ -111,6 +138,8 @@ def main() -> int:
     args = p.parse_args()
     cfg = from_args(args, DEFAULTS)
     log = get_logger("model_zoo", args.log_level)
+    if cfg["dtype"] not in ("float32", *TWIN_SUFFIX):
+        raise HaseError(f"dtype must be float32 or float16, not '{cfg['dtype']}'")
     split = load_split()
     if cfg["archs"]:
         archs = list(cfg["archs"])
@@ -139,11 +168,13 @@ def main() -> int:
             log.warning("%s failed: %s", a, r["error"])
             continue
         man["failed"].pop(a, None)
+        tag = "precision_twin" if cfg["dtype"] != "float32" else split.split_of(a)
+        name = a + TWIN_SUFFIX.get(cfg["dtype"], "")
         for stem, e in r["entries"].items():
-            e["split"] = split.split_of(a)
+            e["split"] = tag
             man["files"][stem] = e
-        man["archs"][a] = {"family": split.family.get(a, spec_of(a)["family"]), "split": split.split_of(a),
-                           "configs": len(r["entries"]), "seconds": r["seconds"]}
+        man["archs"][name] = {"family": split.family.get(a, spec_of(a)["family"]), "split": tag,
+                              "configs": len(r["entries"]), "seconds": r["seconds"]}
         paths.atomic_write_text(mpath, json.dumps(man, indent=1, sort_keys=True) + "\n")
         log.info("%s ok: %d configs in %.1fs", a, len(r["entries"]), r["seconds"])
     if pool is not None:

@@ -59,10 +59,13 @@ def fill_zero_weights(model):
     return model
 
 
-def export_one(model, batch: int, res: int, opset: int, out: Path, shape=None) -> None:
-    """shape: the input's shape when it is not an image batch (an encoder's [B, S, D])."""
+def export_one(model, batch: int, res: int, opset: int, out: Path, shape=None, dtype: str = "float32") -> None:
+    """shape: the input's shape when it is not an image batch (an encoder's [B, S, D]); dtype: the input's (a
+    float16 model, model.half(), takes a float16 input)."""
     import torch
     x = torch.randn(*(shape or (batch, 3, res, res)))
+    if dtype == "float16":
+        x = x.half()
     tmp = out.with_name(out.name + ".tmp")
     # the fused MHA fast path (aten::_native_multi_head_attention) has no ONNX symbolic
     torch.backends.mha.set_fastpath_enabled(False)

@@ -352,6 +352,31 @@ def test_node_model_prices_a_recurrent_node_per_step():
     k = at(1024, 4)
     full = kernel_flops(k["op_type"], k["type"], k["attributes"], k["inputs"], k["outputs"])
     assert full == recurrent_steps(k) * one_step(k)["flops"] > 0
+def test_float16_twins_are_exported_beside_and_outside_the_split(tmp_path):
+    """build_corpus dtype=float16: <arch>-fp16_bs..., every float tensor in float16, validated against the float32
+    PyTorch model, in the manifest as a 'precision_twin' of its architecture: no split holds it, so no fit trains on it
+    and no exam scores it (the GPU job measures it beside its float32 model)."""
+    import onnx
+    from hase.utils import paths
+    run_script([REPO / "model_zoo/build_corpus.py", "--set", "archs=[cnn_mobile-s1]", "--set", "max_configs=1",
+                "--set", "dtype=float16"], tmp_path)
+    models = tmp_path / "model_zoo" / "models"
+    (f,) = [p for p in models.glob("*.onnx")]
+    assert f.name.startswith("cnn_mobile-s1-fp16_bs") and paths.model_arch(f.stem) == "cnn_mobile-s1-fp16"
+    m = onnx.load(str(f), load_external_data=False)
+    assert m.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+    assert {t.data_type for t in m.graph.initializer} <= {onnx.TensorProto.FLOAT16, onnx.TensorProto.INT64}
+    man = json.loads((models / "corpus_manifest.json").read_text())
+    e = man["files"][f.stem]
+    assert e["split"] == "precision_twin" and e["twin_of"] == "cnn_mobile-s1" and e["dtype"] == "float16"
+    assert 0 <= e["relative_error_cpu"] < 0.05
+    split = corpus.load_split()
+    assert "cnn_mobile-s1-fp16" not in split.train + split.exam and "cnn_mobile-s1" in split.train + split.exam
+    bad = run_script([REPO / "model_zoo/build_corpus.py", "--set", "archs=[cnn_mobile-s1]", "--set",
+                      "dtype=int8"], tmp_path, check=False)
+    assert bad.returncode == 2 and "dtype must be float32 or float16" in bad.stderr
+
+
 def test_registry_warns_on_an_unknown_op(tmp_path):
     """An op the registry lacks is named in a warning by phase 2 and still gets a kernel type."""
     import onnx

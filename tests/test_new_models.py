@@ -12,6 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 REPO = Path(__file__).resolve().parent.parent
+XEON = REPO / "inference" / "results" / "cpu-intel-r-xeon-r-processor" / "timeline_model.json"
 
 
 @pytest.fixture(autouse=True)
@@ -96,3 +97,14 @@ def test_a_loop_model_is_predicted_and_its_body_named_as_not_modelled(tmp_path, 
     assert any("control flow not modelled" in w and "Loop" in w and "lower bound" in w for w in r.warnings), r.warnings
     q = hase_cli("predict", f, "--gpu", "nvidia-h100", home=home)
     assert q.returncode == 0 and "Traceback" not in q.stderr and "control flow not modelled" in q.stderr, q.stderr
+
+
+def test_a_loop_model_on_the_cpu_timeline_names_its_body_as_not_modelled(tmp_path):
+    """The CPU EP's table timeline (the committed Xeon's: no kernel predictor) prepared the record without the
+    risks the GPU path names: a Loop priced as one node, its body's nodes missing, and not a word."""
+    import hase
+    f = _loop_model(tmp_path / "loop.onnx")
+    p = hase.load_predictor("cpu", timeline_model=XEON)
+    r = p.predict(f)
+    assert r.total_ms > 0
+    assert any("control flow not modelled" in w and "Loop" in w for w in r.warnings), r.warnings

@@ -103,7 +103,29 @@ def analyse_onnx(onnx_path, device: str, cfg: dict) -> tuple:
         raise HaseError("analysing a model for a GPU needs a working CUDA EP here or the offline CUDA-EP analysis "
                         "(ort_analysis.offline_cuda, not available); or pass a phase 2 record (.json) made on a GPU "
                         "machine", path)
-    return analyse(path, "cuda", cfg, offline=True), "offline CUDA-EP analysis (ort_analysis.offline_cuda)"
+    try:
+        return analyse(path, "cuda", cfg, offline=True), "offline CUDA-EP analysis (ort_analysis.offline_cuda)"
+    except HaseError as e:
+        if "NOT_IMPLEMENTED" in e.cause and _has_bfloat16(path):
+            # ORT's CPU build has no bfloat16 kernel for most ops (Gemm, MatMul, LayerNormalization...) and, unlike
+            # float16, inserts no Casts around them: the CUDA EP runs the model, the offline analysis cannot
+            raise HaseError("a bfloat16 model: the offline CUDA-EP analysis runs it with ORT's CPU build, which has "
+                            "no bfloat16 kernel for some of its ops; analyse it on a GPU machine "
+                            "(hase analyse --device cuda) and pass that record (.json), or export it in float16 ("
+                            + e.cause[:160] + ")", path)
+        raise
+
+
+def _has_bfloat16(path: Path) -> bool:
+    """Whether a model has a bfloat16 graph input or weight (the protobuf only: weights are not read)."""
+    from onnx import TensorProto
+    from hase.utils.onnx_io import load_model
+    try:
+        g = load_model(path, load_weights=False).graph
+    except HaseError:
+        return False
+    return (any(t.data_type == TensorProto.BFLOAT16 for t in g.initializer)
+            or any(v.type.tensor_type.elem_type == TensorProto.BFLOAT16 for v in list(g.input) + list(g.value_info)))
 
 
 class Predictor:

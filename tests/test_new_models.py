@@ -108,3 +108,19 @@ def test_a_loop_model_on_the_cpu_timeline_names_its_body_as_not_modelled(tmp_pat
     r = p.predict(f)
     assert r.total_ms > 0
     assert any("control flow not modelled" in w and "Loop" in w for w in r.warnings), r.warnings
+
+
+def test_a_bfloat16_model_is_refused_with_what_to_do_instead(tmp_path, home):
+    """A bfloat16 MatMul model (torch .to(torch.bfloat16), dynamo export): the CUDA EP runs it, the CPU build that
+    the offline analysis uses has no bfloat16 MatMul and, unlike float16, inserts no Casts. It said 'ORT cannot
+    load it: NOT_IMPLEMENTED', as if the model were broken; now it names bfloat16, the offline analysis and what
+    to do (a record made on a GPU machine, or float16)."""
+    w = helper.make_tensor("w", TensorProto.BFLOAT16, [64, 64], [0x3F80] * 64 * 64, raw=False)
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "bf16",
+                          [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [8, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [8, 64])], [w])
+    f = _save(g, tmp_path / "bf16.onnx")
+    q = hase_cli("predict", f, "--gpu", "nvidia-h200", home=home)
+    assert q.returncode == 2 and "Traceback" not in q.stderr, q.stderr
+    last = q.stderr.strip().splitlines()[-1]
+    assert "bf16.onnx: a bfloat16 model" in last and "hase analyse --device cuda" in last, last

@@ -339,7 +339,8 @@ def fuse_bias_softmax(opt_path: Path, info: dict) -> int:
 
 
 def _session(model_path: Path, opt_path: Path, profile_prefix, pin_dims: dict, disabled) -> ort.InferenceSession:
-    options = dict(opt_level="all", optimized_path=opt_path, profile_prefix=profile_prefix, free_dims=pin_dims)
+    options = dict(opt_level="all", optimized_path=opt_path, profile_prefix=profile_prefix, free_dims=pin_dims,
+                   log_severity=4)   # ORT's errors come back as one HaseError line, not also its colour-coded log
     try:
         return open_session(str(model_path), [CPU_EP], options, disabled_optimizers=list(disabled))
     except Exception as e:  # InvalidGraph, NotImplemented...: ORT cannot load it

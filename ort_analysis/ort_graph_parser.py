@@ -57,7 +57,8 @@ def optimize(model_path, device: str, pin_dims=None, seed=0, out_dir=None):
     tmp = opt_path.with_name(opt_path.name + ".tmp.onnx")
     with tempfile.TemporaryDirectory() as td:
         sess = make_session(model_path, device, "all", optimized_path=tmp,
-                            profile_prefix=Path(td) / "p", free_dims=pin_dims)
+                            profile_prefix=Path(td) / "p", free_dims=pin_dims,
+                            log_severity=4)   # ORT's errors come back as one HaseError line, not also its log
         try:
             sess.run(None, dummy_feed(sess, shapes, seed))
         except Exception as e:  # ORT runtime failure: the op cannot run on this EP

@@ -124,3 +124,32 @@ def test_a_bfloat16_model_is_refused_with_what_to_do_instead(tmp_path, home):
     assert q.returncode == 2 and "Traceback" not in q.stderr, q.stderr
     last = q.stderr.strip().splitlines()[-1]
     assert "bf16.onnx: a bfloat16 model" in last and "hase analyse --device cuda" in last, last
+
+
+def test_a_model_ort_refuses_is_one_line_on_stderr(tmp_path, home):
+    """A node of an unknown domain (org.acme:Frobnicate): the analysis session's own ORT log ('[E:onnxruntime:...]
+    Could not write a profile because no model was loaded', in colour) came before Hase's one-line error, for the
+    GPU (offline) and the CPU EP alike; a model that fails while it runs printed ORT's executor error the same
+    way. Now stderr is the one line, exit 2."""
+    w = numpy_helper.from_array(np.ones((64, 64), np.float32), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["h"]),
+                           helper.make_node("Frobnicate", ["h"], ["y"], domain="org.acme")], "acme",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 64])], [w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("org.acme", 1)])
+    m.ir_version = 8
+    onnx.save(m, str(tmp_path / "acme.onnx"))
+    # runs, but not at the size it is asked for: a Reshape to a fixed shape (a legacy export's traced constant)
+    shape = numpy_helper.from_array(np.array([8, 64], np.int64), "shape")
+    g = helper.make_graph([helper.make_node("Reshape", ["x", "shape"], ["y"])], "fixed",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 64])], [shape])
+    _save(g, tmp_path / "fixed.onnx")
+    for args in (["acme.onnx", "--gpu", "nvidia-h200"], ["acme.onnx", "--device", "cpu", "--set",
+                                                         f"timeline_model={XEON}"],
+                 ["fixed.onnx", "--gpu", "nvidia-h200", "--set", "pin_dims.N=4"],
+                 ["fixed.onnx", "--device", "cpu", "--set", f"timeline_model={XEON}", "--set", "pin_dims.N=4"]):
+        q = hase_cli("predict", tmp_path / args[0], *args[1:], home=home)
+        lines = q.stderr.strip().splitlines()
+        assert q.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), (args, q.stderr)
+        assert args[0] in lines[0] and "ORT cannot" in lines[0], lines

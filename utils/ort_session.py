@@ -160,14 +160,15 @@ def session_options(opt_level="all", optimized_path=None, profile_prefix=None, t
 
 
 def make_session(model, device: str, opt_level="all", optimized_path=None, profile_prefix=None,
-                 threads=0, device_id=0, free_dims=None, cuda_options=None) -> ort.InferenceSession:
+                 threads=0, device_id=0, free_dims=None, cuda_options=None, log_severity=3) -> ort.InferenceSession:
     """Session on a resolved device ('cpu' or 'cuda'). Errors name the model file.
-    cuda_options: extra CUDA EP options, e.g. {"cudnn_conv_algo_search": "HEURISTIC"}."""
+    cuda_options: extra CUDA EP options, e.g. {"cudnn_conv_algo_search": "HEURISTIC"}. log_severity: ORT's session
+    log level (4: fatal only, where every ORT error is raised and reported as a HaseError anyway)."""
     name = model if isinstance(model, (str, Path)) else "<in-memory model>"
     if isinstance(model, (str, Path)) and not Path(model).exists():
         raise HaseError("file not found", model)
     options = dict(opt_level=opt_level, optimized_path=optimized_path, profile_prefix=profile_prefix,
-                   threads=threads, free_dims=free_dims)
+                   threads=threads, free_dims=free_dims, log_severity=log_severity)
     providers = _providers(device, device_id, cuda_options)
     src = str(model) if isinstance(model, (str, Path)) else model
     try:

@@ -409,6 +409,13 @@ class Predictor:
                 warns = [x for x in warns if not x.startswith("launch-wait field")]
                 warns.append(f"the timeline model for {self.target} has no interference terms ({self.timeline_path}):"
                              f" predicted at idle, the given load is not applied")
+        if (self.device == "cpu" and self.model is not None and "cpu_scales" not in info
+                and self.slug not in Path(str(self.timeline_path)).parts):
+            # a CPU timeline is one CPU's at one thread count (inference/results/<cpu>/...): the target's name is
+            # this machine's, the numbers are not (README: the committed Xeon's, given on an AMD EPYC)
+            warns.append(f"CPU EP timeline {self.timeline_path} is not this machine's ({self.slug}): the prediction "
+                         f"is for the CPU it was measured on, at {self.model.get('threads') or 'its'} intra-op "
+                         f"threads; measure this CPU for its own (hase pipeline --device cpu)")
         warns += list((self.model or {}).get("warnings_for_users", []))
         details = {k: v for k, v in res.items() if not k.startswith("_") and k not in (
             "kernels", "total_ms", "p10_ms", "p90_ms", "idle_ms", "model", "device")}

@@ -153,3 +153,22 @@ def test_a_model_ort_refuses_is_one_line_on_stderr(tmp_path, home):
         lines = q.stderr.strip().splitlines()
         assert q.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), (args, q.stderr)
         assert args[0] in lines[0] and "ORT cannot" in lines[0], lines
+
+
+def test_another_cpus_timeline_says_whose_numbers_they_are(tmp_path):
+    """--device cpu --set timeline_model=<the committed Xeon's> on another machine (this 2-core AMD EPYC): the
+    prediction was labelled with this machine's name (target cpu-amd-epyc, 'the timeline model for cpu-amd-epyc')
+    and nothing said the numbers are the Xeon's at 8 threads. Now a warning names the timeline and its threads;
+    a predictor named after the Xeon itself does not get it."""
+    import hase
+    from hase.utils.ort_session import device_slug
+    f = _two_dynamic_dims_model(tmp_path / "m.onnx")
+    r = hase.load_predictor("cpu", timeline_model=XEON).predict(
+        hase.load_predictor("cpu", timeline_model=XEON).analyse(f, pin_dims={"batch": 2, "seq": 8}))
+    mine = [w for w in r.warnings if "is not this machine's" in w]
+    if device_slug("cpu") == "cpu-intel-r-xeon-r-processor":
+        pytest.skip("this machine is the Xeon the timeline was measured on")
+    assert len(mine) == 1 and str(XEON) in mine[0] and "8 intra-op threads" in mine[0], r.warnings
+    own = hase.load_predictor("cpu-intel-r-xeon-r-processor")
+    assert not [w for w in own.predict(own.analyse(f, pin_dims={"batch": 2, "seq": 8})).warnings
+                if "is not this machine's" in w]

@@ -36,6 +36,7 @@ The record has fusion_detector's CUDA format (device 'cuda', every kernel on CUD
 """
 import functools
 import json
+import math
 from collections import Counter
 import sys
 import tempfile
@@ -54,7 +55,7 @@ from hase.utils.ort_session import open_session, provenance, session_options  # 
 
 CUDA_EP, CPU_EP = "CUDAExecutionProvider", "CPUExecutionProvider"
 METHOD = "cpu-build session, CPU-only transformers off, stand-ins for ops the CPU EP inlines"
-VERSION = 7   # of the analysis: a cached offline record of another version is made again (7: CPU casts undone)
+VERSION = 8   # of the analysis: a cached offline record of another version is made again (8: float16 as float32)
 
 # Transformers ORT registers for the CPU EP but not for the CUDA EP (graph_transformer_utils.cc; the names are
 # those the pinned build logs at verbose level: `python ort_analysis/offline_cuda.py --list-transformers --model m`).
@@ -412,10 +413,10 @@ def claim(parsed: dict, orig_model) -> list:
     low = {e["dtype"] for n in parsed["nodes"] for e in list(n["inputs"]) + n["outputs"]
            if e and e.get("dtype") in LOW_PRECISION}
     if low:
-        why.append("float tensors other than float32 (" + ", ".join(sorted(low)) + "): the Casts the CPU EP "
-                   "inserted are taken out, assuming the CUDA EP has a kernel of that precision for every op; the "
-                   "CPU EP also fuses less in float16 (Gelu, SkipLayerNormalization, QuickGelu stay apart), so the "
-                   "kernel list can be longer than the CUDA EP's")
+        why.append("float tensors other than float32 (" + ", ".join(sorted(low)) + ") beside float32 ones: the "
+                   "Casts the CPU EP inserted are taken out, assuming the CUDA EP has a kernel of that precision for "
+                   "every op; the CPU EP also fuses less in float16 (Gelu, SkipLayerNormalization, QuickGelu stay "
+                   "apart), so the kernel list can be longer than the CUDA EP's")
     # a shape the graph computes: the CUDA EP reads it from host memory, so it puts the nodes computing it on the
     # CPU EP (its CPU-preferred nodes) with Memcpy nodes around them
     made = {o["name"] for n in parsed["nodes"] for o in n["outputs"]}
@@ -441,10 +442,9 @@ def claim(parsed: dict, orig_model) -> list:
     return why
 
 
-# What is still not the CUDA EP's graph: the CPU EP's fusions of float16 nodes. On the generator's encoder-s1 in
-# float16, 17 SkipLayerNormalization, 8 Gelu and 8 Softmax nodes stay apart (298 kernels against the float32 twin's
-# 209); on cnn_mobile-s1, 19 QuickGelu stay Sigmoid + Mul (129 against 110). A CUDA-EP record of the float16 twins
-# (run_gpu_corpus.sh FP16_TWINS) says what the CUDA EP makes of them.
+# A model in float16 throughout takes another road (pure_float16, float32_copy): the CPU EP's float16 rewrite also
+# fuses less. This one is for mixed models (float16 with float32 islands and their own Casts), whose fusions stay
+# the CPU EP's. A CUDA-EP record of float16 twins (run_gpu_corpus.sh FP16_TWINS) says what the CUDA EP makes of them.
 # ORT's InsertCastTransformer gives a CPU-EP node that has no float16 kernel float32 copies of its inputs and
 # outputs: a Cast node named CPU_CAST_PREFIX + the tensor's name on each side. The CUDA EP has float16 kernels for
 # the ops a float16 model uses (Conv, MatMul/Gemm, the elementwise and normalization ops), so it runs none of these
@@ -476,9 +476,6 @@ def undo_cpu_casts(rec: dict, model) -> int:
     name, dtype and, for a weight behind a Cast, role), with its bytes, signature and edges made anew. The CPU EP's
     float32 copies flow between its float32 kernels under CPU_CAST_PREFIX + the model tensor's name. Returns the
     number of Casts removed."""
-    from hase.ort_analysis.flops import kernel_bytes
-    from hase.ort_analysis.fusion_detector import signature
-    from hase.utils.onnx_io import nbytes
     own = {n.name for n in model.graph.node}
     casts = [k for k in rec["kernels"] if k.get("op_type") == "Cast" and k.get("inputs") and k.get("outputs")
              and str(k.get("node_name", "")).startswith(CPU_CAST_PREFIX) and k.get("node_name") not in own]
@@ -503,27 +500,117 @@ def undo_cpu_casts(rec: dict, model) -> int:
             continue
         k["inputs"] = [restored(e) for e in k["inputs"]]
         k["outputs"] = [restored(e) for e in k["outputs"]]
+        kernels.append(k)
+    rec["graph_outputs"] = [restored(e) for e in rec.get("graph_outputs", [])]
+    rec["fusions"] = [f for f in rec.get("fusions", []) if f["kernel"] not in dropped]
+    _remake(rec, kernels)
+    return len(casts)
+
+
+# A model that computes in float16 throughout (no float32 tensor, no subgraph): the CPU EP fuses it unlike the CUDA
+# EP (float16 Gelu, SkipLayerNormalization, QuickGelu stay apart; Softmax, a function op the CPU EP has no float16
+# kernel for, is inlined: encoder-s1 298 kernels against its float32 twin's 209). Its float32 copy goes through the
+# CPU-build rewrite as a float32 model does (the CUDA EP's fusions, claimed kernel for kernel on the corpus), and
+# every float tensor of the record is then float16 again, assuming the CUDA EP fuses float16 as it fuses float32.
+def pure_float16(model) -> bool:
+    """Every float tensor float16 and no subgraph (If/Loop/Scan bodies are not converted)."""
+    kinds = set(model_dtypes(model).values())
+    has_sub = any(a.type in (a.GRAPH, a.GRAPHS) for n in model.graph.node for a in n.attribute)
+    return "float16" in kinds and not kinds & {"float32", "float64", "bfloat16"} and not has_sub
+
+
+# ORT's fusions test a scalar constant against the value they expect (optimizer_utils::IsInitializerWithExpectedValue,
+# rtol 1e-5); a float16 constant is compared with the expected value rounded to float16. In the float32 copy the
+# float16 value (sqrt 2 is 1.4140625) would fail the float32 test, and Gelu would stay apart (encoder-s1: 8 Gelu).
+# So a scalar that is the float16 rounding of a constant ORT's fusions look for becomes that constant.
+FUSION_CONSTANTS = (math.sqrt(2.0), 1.0 / math.sqrt(2.0), math.sqrt(2.0 / math.pi), 0.044715, 0.0356774081, 1.702,
+                    0.5, 1.0, 2.0, 3.0, 6.0)
+
+
+def float32_copy(onnx_path: Path, out_dir: Path) -> Path:
+    """The model with every float16 initializer, Constant, ConstantOfShape value, Cast target and typed value made
+    float32, written as out_dir/<same name> (its record keeps the model's name)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, numpy_helper
+    m = load_model(onnx_path)
+
+    def f32(t):
+        a = numpy_helper.to_array(t).astype(np.float32)
+        if a.size == 1:
+            hit = [c for c in FUSION_CONSTANTS if np.float16(c) == np.float16(a.flat[0])]
+            if hit:
+                a = np.full(a.shape, hit[0], np.float32)
+        t.CopyFrom(numpy_helper.from_array(a, t.name))
+    for t in m.graph.initializer:
+        if t.data_type == TensorProto.FLOAT16:
+            f32(t)
+    for vi in list(m.graph.input) + list(m.graph.output) + list(m.graph.value_info):
+        if vi.type.tensor_type.elem_type == TensorProto.FLOAT16:
+            vi.type.tensor_type.elem_type = TensorProto.FLOAT
+    for n in m.graph.node:
+        for a in n.attribute:
+            if a.type == a.TENSOR and a.t.data_type == TensorProto.FLOAT16:
+                f32(a.t)
+            elif n.op_type == "Cast" and a.name == "to" and a.i == TensorProto.FLOAT16:
+                a.i = TensorProto.FLOAT
+    out = Path(out_dir) / onnx_path.name
+    onnx.save(m, str(out), save_as_external_data=m.ByteSize() > 1_800_000_000)
+    return out
+
+
+def as_float16(rec: dict) -> None:
+    """Every float32 tensor of a record made from a float32 copy float16 again (in place), bytes, signatures and
+    edges made anew."""
+    def half(e):
+        return {**e, "dtype": "float16"} if e and e.get("dtype") == "float32" else e
+    for k in rec["kernels"]:
+        k["inputs"] = [half(e) for e in k["inputs"]]
+        k["outputs"] = [half(e) for e in k["outputs"]]
+    rec["graph_inputs"] = [half(e) for e in rec.get("graph_inputs", [])]
+    rec["graph_outputs"] = [half(e) for e in rec.get("graph_outputs", [])]
+    _remake(rec, rec["kernels"])
+
+
+def _remake(rec: dict, kernels: list) -> None:
+    """A record's kernel-derived fields (bytes, signatures, edges, counts) made anew from `kernels`."""
+    from hase.ort_analysis.flops import kernel_bytes
+    from hase.ort_analysis.fusion_detector import signature
+    from hase.utils.onnx_io import nbytes
+    for k in kernels:
         k["weight_shapes"] = [e["shape"] for e in k["inputs"] if e and e.get("role") == "weight"]
         k["bytes_read"], k["bytes_written"] = kernel_bytes(k["inputs"], k["outputs"])
         k["signature"] = signature(k)
-        kernels.append(k)
     producer_of = {o["name"]: k["id"] for k in kernels for o in k["outputs"]}
     rec["edges"] = [{"src": producer_of[e["name"]], "dst": k["id"], "tensor": e["name"],
                      "bytes": nbytes(e["shape"] or [], e["dtype"] or "float32")}
                     for k in kernels for e in k["inputs"]
                     if e and e.get("role") == "activation" and e["name"] in producer_of]
-    rec["graph_outputs"] = [restored(e) for e in rec.get("graph_outputs", [])]
     rec["kernels"] = kernels
     rec["kernel_count"] = len(kernels)
     rec["type_counts"] = dict(sorted(Counter(k["type"] for k in kernels).items()))
-    rec["fusions"] = [f for f in rec.get("fusions", []) if f["kernel"] not in dropped]
-    return len(casts)
 
 
 def analyse(onnx_path, pin_dims=None, seed=0, keep_small_values=64, log=None) -> dict:
     """The CUDA-EP kernel record of a model, made without a GPU (fusion_detector's record format)."""
-    from hase.ort_analysis.fusion_detector import build_record
     onnx_path = Path(onnx_path)
+    orig = load_model(onnx_path, load_weights=False)
+    if pure_float16(orig):
+        with tempfile.TemporaryDirectory(prefix="hase_f32_") as td:
+            rec = _analyse(float32_copy(onnx_path, Path(td)), orig, pin_dims, seed, keep_small_values, log)
+        as_float16(rec)
+        rec["source_model"] = str(onnx_path)
+        rec["offline"]["analysed_as"] = "its float32 copy (every float tensor float16 again)"
+        rec["offline"]["claimed"] = False
+        rec["offline"]["unclaimed_because"].append(
+            "a float16 model, analysed as its float32 copy: the CUDA EP is assumed to fuse float16 as it fuses "
+            "float32 and to have a float16 kernel for every op")
+        return rec
+    return _analyse(onnx_path, orig, pin_dims, seed, keep_small_values, log)
+
+
+def _analyse(onnx_path: Path, orig, pin_dims, seed, keep_small_values, log) -> dict:
+    from hase.ort_analysis.fusion_detector import build_record
     cfg = {"pin_dims": pin_dims or {}, "seed": seed, "keep_small_values": keep_small_values}
     swaps, fused = [], {}
     rec = build_record(onnx_path, "cuda", cfg, log,
@@ -532,7 +619,6 @@ def analyse(onnx_path, pin_dims=None, seed=0, keep_small_values=64, log=None) ->
                        ep_of_node=lambda n: CUDA_EP)
     parsed = {"nodes": [{"domain": k["domain"], "op_type": k["op_type"], "inputs": k["inputs"],
                          "outputs": k["outputs"]} for k in rec["kernels"]]}
-    orig = load_model(onnx_path, load_weights=False)
     why = claim(parsed, orig)
     casts_removed = undo_cpu_casts(rec, orig)
     prov = provenance("cpu")

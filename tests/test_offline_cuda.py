@@ -386,3 +386,46 @@ def test_a_float16_model_gets_the_cuda_eps_kernels_not_the_cpu_eps_casts(tmp_pat
     w16, w32 = p.predict(r16).warnings, p.predict(r32).warnings
     assert any("float16" in w and "trained on float32" in w for w in w16)
     assert any("not claimed" in w for w in w16) and not any("float16" in w for w in w32)
+
+
+def test_a_pure_float16_model_is_analysed_as_its_float32_copy(tmp_path, monkeypatch):
+    """A model in float16 throughout: the CPU EP would leave its float16 Gelu, LayerNorm + Add and Softmax unfused or
+    inlined; its float32 copy is rewritten as the float32 model is (float16 constants that are the rounding of a
+    constant ORT's fusions test, such as sqrt 2, taken as that constant, as ORT does for float16), and every float
+    tensor is float16 again: the float32 twin's kernels, half its bytes."""
+    import torch
+    import torch.nn as nn
+    monkeypatch.setenv("HASE_HOME", str(tmp_path))
+    from hase.ort_analysis import offline_cuda
+    class Block(nn.Module):   # pre-norm attention + GELU MLP with fixed shapes (no Shape/Cast: float16 throughout)
+        def __init__(self, d=64, h=4):
+            super().__init__()
+            self.h, self.d = h, d
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.mlp = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+
+        def forward(self, x):
+            b, t = 2, 16
+            q, k, v = self.qkv(self.ln1(x)).reshape(b, t, 3, self.h, self.d // self.h).permute(2, 0, 3, 1, 4)
+            a = torch.softmax(q @ k.transpose(-1, -2) * (self.d // self.h) ** -0.5, dim=-1)
+            x = x + self.proj((a @ v).transpose(1, 2).reshape(b, t, self.d))
+            return x + self.mlp(self.ln2(x))
+    torch.manual_seed(0)
+    layer = nn.Sequential(Block(), Block()).eval()
+    x = torch.randn(2, 16, 64)
+    f32, f16 = tmp_path / "enc.onnx", tmp_path / "enc16.onnx"
+    import copy
+    for net, inp, f in ((layer, x, f32), (copy.deepcopy(layer).half(), x.half(), f16)):
+        torch.onnx.export(net, (inp,), str(f), opset_version=17, dynamo=False)
+    r32, r16 = offline_cuda.analyse(f32), offline_cuda.analyse(f16)
+    t32 = sorted(k["type"] for k in r32["kernels"])
+    assert "Gelu" in t32 and sorted(k["type"] for k in r16["kernels"]) == t32
+    assert r16["offline"]["analysed_as"].startswith("its float32 copy") and r16["model"] == "enc16"
+    assert {e["dtype"] for k in r16["kernels"] for e in k["inputs"] + k["outputs"]
+            if e and e["dtype"].startswith("float")} == {"float16"}
+    assert sum(k["bytes_read"] for k in r16["kernels"]) * 2 == pytest.approx(
+        sum(k["bytes_read"] for k in r32["kernels"]), rel=0.05)
+    assert not r16["offline"]["claimed"] and any("float32 copy" in w for w in r16["offline"]["unclaimed_because"])
+    assert offline_cuda.pure_float16(offline_cuda.load_model(f16, load_weights=False))
+    assert not offline_cuda.pure_float16(offline_cuda.load_model(f32, load_weights=False))

@@ -271,7 +271,10 @@ class Predictor:
             rec = self._records.get(key)
         if rec is None:
             with _ANALYSE_LOCK:   # ORT writes the optimized graph beside the model: one analysis at a time
-                rec, how = analyse_onnx(path, self.device, dict(self.cfg, pin_dims=pins))
+                try:
+                    rec, how = analyse_onnx(path, self.device, dict(self.cfg, pin_dims=pins))
+                except HaseError as e:   # what to pass, as this API takes it (pin_dims={...}, not --set)
+                    raise e.worded("api") from None
             rec = dict(rec, analysed_by=how)
             with self._lock:
                 self._records[key] = rec

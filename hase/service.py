@@ -249,7 +249,7 @@ def create_app(default_prometheus: str = "", default_target: str = "nvidia-h200"
                 rec = p.analyse(path, pin_dims=pin_dims or {})
             except HaseError as e:
                 status = 501 if "CUDA" in str(e) else 422
-                msg = str(e).split(': ', 1)[-1].replace("--set pin_dims.", "the form field pin_dims: ")
+                msg = e.worded("service").cause   # unpinned dims: the form field pin_dims, not --set
                 raise RequestError(status, "model", f"model: {msg}")
         return dict(rec, source_model=filename, optimized_model=None)
 

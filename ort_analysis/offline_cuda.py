@@ -50,8 +50,8 @@ from hase.utils import paths  # noqa: E402
 from hase.utils.config import base_parser, from_args  # noqa: E402
 from hase.utils.errors import HaseError, batch_failed, log_failed, run_main  # noqa: E402
 from hase.utils.logger import get_logger  # noqa: E402
-from hase.utils.onnx_io import check_static, dummy_feed, load_model  # noqa: E402
-from hase.utils.ort_session import open_session, provenance, session_options  # noqa: E402
+from hase.utils.onnx_io import check_run_memory, check_static, dummy_feed, load_model  # noqa: E402
+from hase.utils.ort_session import open_session, provenance, run_failure, session_options  # noqa: E402
 
 CUDA_EP, CPU_EP = "CUDAExecutionProvider", "CPUExecutionProvider"
 METHOD = "cpu-build session, CPU-only transformers off, stand-ins for ops the CPU EP inlines"
@@ -359,6 +359,7 @@ def optimize_offline(model_path, pin_dims=None, seed=0, out_dir=None, disabled=C
     model_path = Path(model_path)
     model = load_model(model_path, load_weights=False)
     shapes = check_static(model, pin_dims or {}, model_path)
+    check_run_memory(model, shapes, pin_dims or {}, model_path)   # the run below is on this machine's CPU
     out_dir = Path(out_dir or optimized_dir())
     out_dir.mkdir(parents=True, exist_ok=True)
     opt_path = paths.optimized_file(out_dir / model_path.name, "cuda-offline")
@@ -375,9 +376,9 @@ def optimize_offline(model_path, pin_dims=None, seed=0, out_dir=None, disabled=C
         sess = _session(src, tmp, Path(td) / "p", pin_dims or {}, disabled)
         try:
             sess.run(None, dummy_feed(sess, shapes, seed))
-        except Exception as e:  # ORT runtime failure
-            raise HaseError(f"ORT cannot run the rewritten graph on the CPU EP: {' '.join(str(e).split())[:200]}",
-                            model_path)
+        except Exception as e:  # ORT runtime failure: the rewritten graph's, or the model's own at these pins
+            raise run_failure(model_path, model, shapes, pin_dims or {}, seed, e,
+                              "ORT cannot run the rewritten graph on the CPU EP")
         info = _profile_nodes(sess.end_profiling())
     if swapped:
         restored = restore_stand_ins(tmp, swapped)

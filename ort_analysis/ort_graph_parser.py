@@ -18,8 +18,9 @@ from onnx import helper, numpy_helper  # noqa: E402
 from hase.utils import paths  # noqa: E402
 from hase.utils.config import base_parser, from_args  # noqa: E402
 from hase.utils.errors import HaseError, run_main  # noqa: E402
-from hase.utils.onnx_io import (NAME_OF_ONNX, NAME_OF_ORT, check_static, dummy_feed, load_model)  # noqa: E402
-from hase.utils.ort_session import make_session, resolve_device  # noqa: E402
+from hase.utils.onnx_io import (NAME_OF_ONNX, NAME_OF_ORT, check_run_memory, check_static, dummy_feed,  # noqa: E402
+                                load_model)
+from hase.utils.ort_session import make_session, resolve_device, run_failure  # noqa: E402
 
 DEFAULTS = {"device": "auto", "models": [], "pin_dims": {}, "keep_small_values": 64, "seed": 0}
 
@@ -51,6 +52,8 @@ def optimize(model_path, device: str, pin_dims=None, seed=0, out_dir=None):
     model_path = Path(model_path)
     model = load_model(model_path, load_weights=False)
     shapes = check_static(model, pin_dims or {}, model_path)
+    if device == "cpu":   # the run below is on this machine's CPU: refused before it when it cannot fit
+        check_run_memory(model, shapes, pin_dims or {}, model_path)
     out_dir = Path(out_dir or optimized_dir())
     out_dir.mkdir(parents=True, exist_ok=True)
     opt_path = paths.optimized_file(out_dir / model_path.name, device)
@@ -61,8 +64,10 @@ def optimize(model_path, device: str, pin_dims=None, seed=0, out_dir=None):
                             log_severity=4)   # ORT's errors come back as one HaseError line, not also its log
         try:
             sess.run(None, dummy_feed(sess, shapes, seed))
-        except Exception as e:  # ORT runtime failure: the op cannot run on this EP
-            raise HaseError(f"ORT cannot run it on {device}: {' '.join(str(e).split())[:200]}", model_path)
+        except Exception as e:  # ORT runtime failure: the op cannot run on this EP, or the model at these pins
+            if device != "cpu":
+                raise HaseError(f"ORT cannot run it on {device}: {' '.join(str(e).split())[:200]}", model_path)
+            raise run_failure(model_path, model, shapes, pin_dims or {}, seed, e, f"ORT cannot run it on {device}")
         info = _profile_nodes(sess.end_profiling())
     tmp.replace(opt_path)
     return opt_path, info

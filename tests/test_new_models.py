@@ -152,7 +152,9 @@ def test_a_model_ort_refuses_is_one_line_on_stderr(tmp_path, home):
         q = hase_cli("predict", tmp_path / args[0], *args[1:], home=home)
         lines = q.stderr.strip().splitlines()
         assert q.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), (args, q.stderr)
-        assert args[0] in lines[0] and "ORT cannot" in lines[0], lines
+        # fixed.onnx: the model itself fails at N=4 (test_a_model_that_cannot_run_at_the_pinned_size_...)
+        assert args[0] in lines[0] and ("ORT cannot" if args[0] == "acme.onnx" else
+                                        "the model itself cannot run at pin_dims {'N': 4}: ") in lines[0], lines
 
 
 def test_another_cpus_timeline_says_whose_numbers_they_are(tmp_path):
@@ -172,3 +174,130 @@ def test_another_cpus_timeline_says_whose_numbers_they_are(tmp_path):
     own = hase.load_predictor("cpu-intel-r-xeon-r-processor")
     assert not [w for w in own.predict(own.analyse(f, pin_dims={"batch": 2, "seq": 8})).warnings
                 if "is not this machine's" in w]
+
+
+def test_every_unpinned_dim_is_named_in_one_line_in_each_entry_points_words(tmp_path, home):
+    """A model with two unpinned dynamic dims (batch and seq): the error named only the first (the user pinned it
+    and was then told about the second). Now every unpinned dim is named in one line, with how to pin them all in
+    the words of the entry point: `--set pin_dims.X=SIZE` on the command line, `pin_dims={...}` through the Python
+    API (with the dims already pinned kept in it), the form field pin_dims through the service's upload."""
+    import hase
+    from hase.utils.errors import HaseError
+    f = _two_dynamic_dims_model(tmp_path / "twodyn.onnx")
+    q = hase_cli("predict", f, "--gpu", "nvidia-h200", home=home)
+    lines = q.stderr.strip().splitlines()
+    assert q.returncode == 2 and len(lines) == 1, q.stderr
+    assert ("input 'x' dims 0 (batch) and 1 (seq) are dynamic; pin them with --set pin_dims.batch=SIZE "
+            "--set pin_dims.seq=SIZE") in lines[0], lines
+    p = hase.load_predictor("nvidia-h200")
+    for call in (lambda: p.analyse(f), lambda: p.predict(f), lambda: p.sweep(f, "batch", [1, 2])):
+        with pytest.raises(HaseError) as e:
+            call()
+        assert "--set" not in str(e.value) and len(str(e.value).splitlines()) == 1, str(e.value)
+    with pytest.raises(HaseError) as e:
+        p.analyse(f)
+    assert "input 'x' dims 0 (batch) and 1 (seq) are dynamic; pin them with pin_dims={'batch': SIZE, 'seq': SIZE}" \
+        in str(e.value), str(e.value)
+    with pytest.raises(HaseError) as e:
+        p.analyse(f, pin_dims={"batch": 4})
+    assert "dim 1 is dynamic (seq); pin it with pin_dims={'batch': 4, 'seq': SIZE}" in str(e.value), str(e.value)
+    # the CLI's words again after the API's: the second --set is what is missing
+    q = hase_cli("predict", f, "--gpu", "nvidia-h200", "--set", "pin_dims.batch=4", home=home)
+    assert q.returncode == 2 and "pin it with --set pin_dims.seq=SIZE" in q.stderr and "{" not in q.stderr, q.stderr
+    # several inputs sharing the dims: named together
+    w = numpy_helper.from_array(np.ones((64, 64), np.float32), "w")
+    g = helper.make_graph([helper.make_node("Add", ["a", "b"], ["s"]), helper.make_node("MatMul", ["s", "w"], ["y"])],
+                          "twoin", [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", "seq", 64])
+                                    for n in ("a", "b")],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", 64])], [w])
+    with pytest.raises(HaseError) as e:
+        p.analyse(_save(g, tmp_path / "twoin.onnx"))
+    assert "inputs 'a' and 'b' dims 0 (batch) and 1 (seq) are dynamic" in str(e.value), str(e.value)
+    # the service's upload: the form field
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+    from hase.service import create_app
+    with TestClient(create_app()) as c:
+        r = c.post("/v1/analyse", files={"model": ("twodyn.onnx", f.read_bytes())}, data={"target": "nvidia-h200"})
+        assert r.status_code == 422 and r.json()["field"] == "model", r.text
+        err = r.json()["error"]
+        assert "dims 0 (batch) and 1 (seq) are dynamic" in err and "--set" not in err, err
+        assert 'the form field pin_dims={"batch": SIZE, "seq": SIZE}' in err, err
+        r = c.post("/v1/analyse", files={"model": ("twodyn.onnx", f.read_bytes())},
+                   data={"target": "nvidia-h200", "pin_dims": json.dumps({"batch": 2, "seq": 8})})
+        assert r.status_code == 200, r.text
+
+
+def _traced_reshape_model(path: Path) -> Path:
+    """torch's TorchScript exporter (dynamo=False) with a dynamic batch N, of a module whose forward takes the batch
+    as a Python int: the traced size 8 is baked into the Reshape, so the exported model only runs at N=8."""
+    import torch
+
+    class Flat(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(64, 32)
+
+        def forward(self, x):
+            b = int(x.shape[0])   # a Python int: a constant in the trace
+            return self.fc(x).reshape(b, 4, 8)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Flat().eval(), torch.randn(8, 64), str(path), dynamo=False, input_names=["x"],
+                          output_names=["y"], dynamic_axes={"x": {0: "N"}, "y": {0: "N"}}, opset_version=17)
+    return path
+
+
+def test_a_model_that_cannot_run_at_the_pinned_size_is_blamed_not_the_rewrite(tmp_path, home):
+    """A TorchScript export with the traced batch baked into a Reshape runs at N=8 only. At N=4 the offline analysis
+    said 'ORT cannot run the rewritten graph on the CPU EP', blaming Hase's rewrite; the plain model fails the
+    same way. Now the error says that the model itself cannot run at those pins, with ORT's message; one line,
+    exit 2 (the GPU's offline analysis and the CPU EP alike)."""
+    import hase
+    from hase.utils.errors import HaseError
+    f = _traced_reshape_model(tmp_path / "traced.onnx")
+    rec = hase.load_predictor("nvidia-h200").analyse(f, pin_dims={"N": 8})
+    assert rec["graph_inputs"][0]["shape"] == [8, 64]
+    for args in (["--gpu", "nvidia-h200"], ["--device", "cpu", "--set", f"timeline_model={XEON}"]):
+        q = hase_cli("predict", f, *args, "--set", "pin_dims.N=4", home=home)
+        lines = q.stderr.strip().splitlines()
+        assert q.returncode == 2 and len(lines) == 1, (args, q.stderr)
+        assert "traced.onnx: the model itself cannot run at pin_dims {'N': 4}: " in lines[0], lines
+        assert "Reshape" in lines[0] and "rewritten" not in lines[0], lines
+    with pytest.raises(HaseError) as e:
+        hase.load_predictor("nvidia-h200").analyse(f, pin_dims={"N": 4})
+    assert "the model itself cannot run at pin_dims {'N': 4}" in str(e.value), str(e.value)
+
+
+def _resnet(name: str, path: Path) -> Path:
+    """A torchvision ResNet (random weights) exported with a dynamic batch N, as a new user would."""
+    import warnings
+    import torch
+    import torchvision
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(getattr(torchvision.models, name)(weights=None).eval(), torch.randn(1, 3, 224, 224),
+                          str(path), dynamo=False, input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "N"}, "y": {0: "N"}}, opset_version=17)
+    return path
+
+
+def test_a_pinned_size_too_big_for_this_machine_is_refused_before_the_run(tmp_path, home):
+    """The analysis runs the model once at the pinned size on this machine's CPU: a ResNet-18 at N=100000 allocated
+    its dummy input (56 GiB) and failed with 'Unable to allocate 56.1 GiB' (or swapped). Now it is refused before
+    the run in one line naming the pins, the estimate and the memory available here; a ResNet-50 at batch 64
+    still analyses."""
+    import hase
+    import psutil
+    f = _resnet("resnet18", tmp_path / "r18.onnx")
+    for args in (["--gpu", "nvidia-h200"], ["--device", "cpu", "--set", f"timeline_model={XEON}"]):
+        q = hase_cli("predict", f, *args, "--set", "pin_dims.N=100000", home=home)
+        lines = q.stderr.strip().splitlines()
+        assert q.returncode == 2 and len(lines) == 1, (args, q.stderr)
+        assert "r18.onnx: " in lines[0] and "pin_dims {'N': 100000}" in lines[0], lines
+        assert "56.1 GiB" in lines[0] and "GiB available" in lines[0], lines
+    avail = psutil.virtual_memory().available / 2 ** 30
+    assert avail > 4, f"{avail:.1f} GiB available: too little to analyse a ResNet-50 at batch 64"
+    rec = hase.load_predictor("nvidia-h200").analyse(_resnet("resnet50", tmp_path / "r50.onnx"), pin_dims={"N": 64})
+    assert rec["graph_inputs"][0]["shape"] == [64, 3, 224, 224]

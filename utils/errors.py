@@ -12,6 +12,12 @@ class HaseError(Exception):
         self.cause = str(cause).strip().splitlines()[0] if str(cause).strip() else "error"
         super().__init__(f"{self.path}: {self.cause}" if self.path else self.cause)
 
+    def worded(self, style: str) -> "HaseError":
+        """This error in the words of an entry point: 'cli' (hase, the phase scripts), 'api' (hase.load_predictor's
+        Predictor) or 'service' (hase serve's upload). The same error here; one that tells the user what to pass
+        (onnx_io.UnpinnedDims) says it as that entry point takes it."""
+        return self
+
 
 def log_failed(log, path, err: "HaseError", failed: list) -> None:
     """A batch goes on past an item that failed (one bad model must not cost the records of those after it): one
@@ -32,7 +38,7 @@ def run_main(main_fn):
     try:
         rc = main_fn()
     except HaseError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {e.worded('cli')}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -204,6 +204,46 @@ def _ort_cause(e: Exception) -> str:
     return f"ORT cannot load it: {msg[:300]}"
 
 
+def ort_message(e: Exception, limit: int = 300) -> str:
+    """ORT's exception as one short line: without its '[ONNXRuntimeError] : 1 : FAIL :' prefix and the C++ source
+    location a kernel's status message carries (what is left says which node failed and why)."""
+    import re
+    msg = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", " ".join(str(e).split()))
+    msg = re.sub(r"\S*onnxruntime_src/\S+:\d+ (?:[\w:~<>]+\([^()]*\) )?", "", msg)
+    return msg[:limit]
+
+
+def model_itself_fails(model_path, shapes: dict, pin_dims: dict, seed: int = 0):
+    """ORT's message (ort_message) when the model as it was given fails to run on a plain CPU-EP session (no graph
+    optimization) at these pins, with the analysis' dummy inputs; None when it runs, runs out of memory, or no such
+    session can be made (the failure is then not shown to be the model's). For after an analysis session's run
+    failed: is it the model (e.g. a traced size baked into a Reshape), or the graph ORT and Hase rewrote?"""
+    from hase.utils.onnx_io import dummy_feed
+    try:
+        sess = open_session(str(model_path), [EP_OF["cpu"]],
+                            dict(opt_level="disable", free_dims=pin_dims, log_severity=4))
+    except Exception:
+        return None
+    try:
+        sess.run(None, dummy_feed(sess, shapes, seed))
+    except MemoryError:
+        return None
+    except Exception as e:
+        return ort_message(e)
+    return None
+
+
+def run_failure(model_path, model, shapes: dict, pin_dims: dict, seed: int, err: Exception, what: str) -> HaseError:
+    """The HaseError for an analysis session whose run failed (err): 'the model itself cannot run at pin_dims {...}:
+    <ORT's message>' when the model fails the same way on a plain CPU-EP session (model_itself_fails, run only now:
+    no cost when the analysis runs), else '<what>: <err>'."""
+    from hase.utils.onnx_io import pins_text
+    own = model_itself_fails(model_path, shapes, pin_dims, seed)
+    if own is not None:
+        return HaseError(f"the model itself cannot run {pins_text(model, pin_dims)}: {own}", model_path)
+    return HaseError(f"{what}: {' '.join(str(err).split())[:200]}", model_path)
+
+
 def gpu_info(device_id: int = 0) -> dict:
     """GPU name, driver and memory through NVML; empty when there is no NVIDIA GPU."""
     try:

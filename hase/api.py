@@ -454,9 +454,9 @@ class Predictor:
             raise HaseError(f"sweep sizes must be whole numbers > 0, got {sizes!r:.60}")
         out = []
         for v in sizes:
-            rec = self.analyse(path, pin_dims={**(self.cfg.get("pin_dims") or {}), dim: v})
-            res = self.predict(rec, load, options, calibration)
-            res.details["pin_dims"] = {**(self.cfg.get("pin_dims") or {}), dim: v}
+            pins = {**(self.cfg.get("pin_dims") or {}), dim: v}
+            res = self.predict(self.analyse(path, pin_dims=pins), load, options, calibration)
+            res.details["pin_dims"] = pins
             out.append((v, res))
         return out
 

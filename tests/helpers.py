@@ -8,6 +8,8 @@ from pathlib import Path
 
 import requests
 
+REPO = Path(__file__).resolve().parent.parent
+
 from hase.utils.local_prometheus import free_port, start_prometheus  # noqa: F401  (the tests import them from here)
 
 
@@ -19,6 +21,13 @@ def run_script(args: list, home, check: bool = True, timeout: float = 900, cwd=N
     if check and p.returncode != 0:
         raise AssertionError(f"{args[:1]} failed ({p.returncode}):\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}")
     return p
+
+
+def hase_cli(*args, home, timeout: float = 600, cwd=None):
+    """`python -m hase.cli ARGS` in a fresh process with HASE_HOME=home (from the checkout unless cwd is given)."""
+    env = dict(os.environ, HASE_HOME=str(home))
+    return subprocess.run([sys.executable, "-m", "hase.cli", *map(str, args)], cwd=cwd or REPO, env=env,
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def wait_for_series(url: str, query: str, min_value: float = None, timeout_s: float = 60) -> bool:

@@ -140,6 +140,9 @@ FIELD = st.sampled_from(CPU_FIELDS + ["bg_CPU_UTIL_PCT", "DCGM_FI_PROF_GR_ENGINE
                                       "HASE_LAUNCH_WAIT_US", "HASE_LAUNCH_WAIT_AGE_S", "FOO_BAR", "metrics"])
 VALUE = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10, 10 ** 400), st.text(max_size=5),
                   st.booleans(), st.none(), st.lists(st.integers(), max_size=2))
+# a metrics file: any JSON, a flat {field: value}, or DCGM-exporter-like {"metrics": {field: value}}
+METRICS_DOC = st.one_of(JSON, st.dictionaries(FIELD, VALUE, max_size=6),
+                        st.dictionaries(st.just("metrics"), st.dictionaries(FIELD, VALUE, max_size=5), max_size=1))
 
 
 def parse_snapshot(path: Path):
@@ -154,8 +157,7 @@ def parse_snapshot(path: Path):
 
 
 @FUZZ
-@given(doc=st.one_of(JSON, st.dictionaries(FIELD, VALUE, max_size=6),
-                     st.dictionaries(st.just("metrics"), st.dictionaries(FIELD, VALUE, max_size=5), max_size=1)))
+@given(doc=METRICS_DOC)
 def test_metrics_file_any_json(tmp_path, doc):
     p = tmp_path / "snap.json"
     p.write_text(json.dumps(doc, allow_nan=True))
@@ -295,8 +297,7 @@ def api_predict(pred, model, load=None):
 
 
 @FUZZ
-@given(doc=st.one_of(JSON, st.dictionaries(FIELD, VALUE, max_size=6),
-                     st.dictionaries(st.just("metrics"), st.dictionaries(FIELD, VALUE, max_size=5), max_size=1)))
+@given(doc=METRICS_DOC)
 @example(doc={"CPU_UTIL_PCT": 10, "DCGM_FI_PROF_GR_ENGINE_ACTIVE": 97})
 def test_metrics_file_any_json_through_the_api(xeon, tmp_path, doc):
     """`hase predict --metrics-file`'s chain (load_sources.load_from_file, then Predictor.check_load, then

@@ -4,9 +4,6 @@ GPU predictions run from committed phase 2 CUDA records (ort_analysis/ort_kernel
 no GPU is needed to predict for one.
 """
 import json
-import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -16,7 +13,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 from hase.utils.errors import HaseError  # noqa: E402
-from helpers import build_residual_model  # noqa: E402
+from helpers import build_residual_model, hase_cli  # noqa: E402
 
 RECORDS = REPO / "ort_analysis" / "ort_kernel_record" / "nvidia-h200" / "records.json.xz"
 XEON = REPO / "inference" / "results" / "cpu-intel-r-xeon-r-processor" / "timeline_model.json"
@@ -131,12 +128,6 @@ def test_gpu_analysis_without_a_cuda_ep_is_one_line(tmp_path):
             p.predict(tmp_path / "m.onnx")
     else:
         assert p.predict(tmp_path / "m.onnx").total_ms > 0
-
-
-def hase_cli(*args, home, cwd=REPO):
-    env = dict(os.environ, HASE_HOME=str(home))
-    return subprocess.run([sys.executable, "-m", "hase.cli", *map(str, args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
 
 
 def test_cli_predict_cpu_and_gpu_record(tmp_path, home, records):

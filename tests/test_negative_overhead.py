@@ -17,13 +17,6 @@ XEON_TL = REPO / "inference" / "results" / "cpu-intel-r-xeon-r-processor" / "tim
 NOTE = "  per-node overhead is negative"
 
 
-@pytest.fixture(scope="module")
-def tiny_onnx(tmp_path_factory):
-    from helpers import build_residual_model
-    p = tmp_path_factory.mktemp("tiny") / "tiny_bs1_16x16.onnx"
-    build_residual_model(p, "tiny", 8, 2, 16)
-    return p
-
 
 def predict(home: Path, model: Path, timeline: Path, *extra):
     snap = home / "load.json"

@@ -1,15 +1,14 @@
 """Models Hase had not seen, brought as a new user would (found by exporting them fresh): each test fails without
 its fix. Real ORT sessions (the offline CUDA-EP analysis), real files, `hase predict` in a fresh process."""
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+
+from helpers import hase_cli  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 XEON = REPO / "inference" / "results" / "cpu-intel-r-xeon-r-processor" / "timeline_model.json"
@@ -19,12 +18,6 @@ XEON = REPO / "inference" / "results" / "cpu-intel-r-xeon-r-processor" / "timeli
 def home(tmp_path, monkeypatch):
     monkeypatch.setenv("HASE_HOME", str(tmp_path / "home"))
     return tmp_path / "home"
-
-
-def hase_cli(*args, home):
-    env = dict(os.environ, HASE_HOME=str(home))
-    return subprocess.run([sys.executable, "-m", "hase.cli", *map(str, args)], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=600)
 
 
 def _save(graph, path: Path, opset: int = 17) -> Path:

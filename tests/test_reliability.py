@@ -334,13 +334,6 @@ XEON_TL = REPO / "inference" / "results" / "cpu-intel-r-xeon-r-processor" / "tim
 XEON = "cpu-intel-r-xeon-r-processor"
 
 
-@pytest.fixture(scope="module")
-def tiny_onnx(tmp_path_factory):
-    from helpers import build_residual_model
-    p = tmp_path_factory.mktemp("tiny") / "tiny_bs1_16x16.onnx"
-    build_residual_model(p, "tiny", 8, 1, 16)
-    return p
-
 
 def hase_predict(home, model, *extra, timeout: float = 300):
     """`hase predict` on the CPU EP with the committed Xeon CPU timeline (no phase 5 predictor needed)."""

@@ -515,6 +515,11 @@ def undo_cpu_casts(rec: dict, model) -> int:
 # every float tensor of the record is then float16 again, assuming the CUDA EP fuses float16 as it fuses float32.
 def pure_float16(model) -> bool:
     """Every float tensor float16 and no subgraph (If/Loop/Scan bodies are not converted)."""
+    from onnx import TensorProto
+    g = model.graph   # a float32 weight or graph input settles it without shape inference (most models)
+    if (any(t.data_type == TensorProto.FLOAT for t in g.initializer)
+            or any(v.type.tensor_type.elem_type == TensorProto.FLOAT for v in list(g.input) + list(g.output))):
+        return False
     kinds = set(model_dtypes(model).values())
     has_sub = any(a.type in (a.GRAPH, a.GRAPHS) for n in model.graph.node for a in n.attribute)
     return "float16" in kinds and not kinds & {"float32", "float64", "bfloat16"} and not has_sub

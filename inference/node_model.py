@@ -129,12 +129,20 @@ def float_dtypes(kernels: list) -> set:
             if e and e.get("role", "activation") == "activation" and e.get("dtype") in FLOAT_DTYPES}
 
 
-def precision_risk(kernels: list, trained=TRAINED_FLOAT_DTYPES) -> str:
-    """One line naming the float dtypes the model computes in that the predictor never trained on; '' if none."""
+def precision_risk(kernels: list, trained=TRAINED_FLOAT_DTYPES, term=None) -> str:
+    """One line naming the float dtypes the model computes in that the predictor never trained on; '' if none.
+    term: the float16 term (inference/precision.py) that priced the float16 nodes, named with its measured error."""
     other = sorted(float_dtypes(kernels) - set(trained))
     if not other:
         return ""
     n = sum(1 for k in kernels if float_dtypes([k]) & set(other))
+    if term and other == ["float16"]:
+        j, f = term.get("leave_one_arch_out") or {}, term.get("fitted_on") or {}
+        return (f"{n} of {len(kernels)} kernels compute in float16: priced as float32 nodes of the same shapes times "
+                f"the float16 term ({term.get('path', 'precision/float16_term.json')}), measured on "
+                f"{f.get('models', '?')} float16 twins of {len(f.get('architectures') or [])} architectures on one "
+                f"H100 (leave one architecture out: {j.get('mape_pct', float('nan')):.1f}% on the GPU sum); "
+                f"not yet checked on an H200")
     return (f"{n} of {len(kernels)} kernels compute in {', '.join(other)}; the predictor was trained on "
             f"{', '.join(trained)} models only: reduced-precision kernels (tensor cores, half the bytes) are priced "
             f"by their FLOPs and bytes as {trained[0]} kernels of those sizes, and how far off that is has not been "

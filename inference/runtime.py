@@ -64,16 +64,31 @@ def control_flow_risk(kernels) -> str:
             f"so the total is a lower bound")
 
 
+def gpu_slug(model: dict) -> str:
+    """The GPU a timeline model was fitted for, from its predictor's folder (inference/results/<gpu>/...); ''."""
+    return next((p for p in Path(str(model.get("predictor_dir") or "")).parts if p.startswith("nvidia-")), "")
+
+
 def prepare_record(record: dict, predictor, model: dict) -> dict:
     """Load-independent part of a prediction (kernel times at idle); cache it per model."""
     from hase.inference.node_model import (TRAINED_FLOAT_DTYPES, NodeModel, kernel_ms as to_ms, per_group_risk,
                                            precision_risk)
     from hase.inference.timeline_model import prepared
+    from hase.inference import precision
+    kernels = record["kernels"]
+    # float16 nodes on the GPU: the trees price their float32 views, the float16 term takes it from there
+    # (inference/precision.py); the trees never saw a float16 node
+    term = precision.load_term(precision.term_path(gpu_slug(model))) if record.get("device") == "cuda" else None
+    priced, f16 = precision.views(kernels) if term else (kernels, None)
     if isinstance(predictor, NodeModel):   # predicts the host dispatch per node too: both trees in one pass
-        gpu_us, host = predictor.predict(record["kernels"])
-        kernel_ms = to_ms(record["kernels"], gpu_us)
+        gpu_us, host = predictor.predict(priced)
+        kernel_ms = to_ms(kernels, gpu_us if f16 is None else precision.apply(kernels, gpu_us, f16, term))
     else:
-        kernel_ms, host = predictor.predict_kernels(record["kernels"], model["idle_load"]), None
+        kernel_ms, host = predictor.predict_kernels(priced, model["idle_load"]), None
+        if f16 is not None:
+            ids = [k.get("id", str(i)) for i, k in enumerate(kernels)]
+            us = precision.apply(kernels, [kernel_ms.get(i, 0.0) * 1e3 for i in ids], f16, term)
+            kernel_ms = dict(kernel_ms, **{i: float(v) / 1e3 for i, v in zip(ids, us) if i in kernel_ms})
     prep = prepared(record, kernel_ms, model, node_host_us=host)
     prep["kernel_ms"] = kernel_ms
     prep["standalone_sum_ms"] = float(sum(kernel_ms.values()))
@@ -81,7 +96,8 @@ def prepare_record(record: dict, predictor, model: dict) -> dict:
     # known gaps of the predictor and of the analysis, named once per model (inference/node_model.py, offline_cuda)
     trained = tuple((getattr(predictor, "manifest", None) or {}).get("float_dtypes") or TRAINED_FLOAT_DTYPES)
     risks = [per_group_risk(record["kernels"]) if record.get("device") == "cuda" else "",
-             precision_risk(record["kernels"], trained), control_flow_risk(record["kernels"])]
+             precision_risk(record["kernels"], trained, term if f16 is not None else None),
+             control_flow_risk(record["kernels"])]
     off = record.get("offline") or {}
     if off and not off.get("claimed", True):
         risks.append("graph analysed offline (no CUDA EP on this machine) and not claimed: "

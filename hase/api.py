@@ -296,11 +296,11 @@ class Predictor:
         if options is None:
             return self.default_options
         if not isinstance(options, dict):
-            raise HaseError("options must be an object {cudnn_conv_algo_search, io_binding}")
-        unknown = sorted(set(options) - {"cudnn_conv_algo_search", "io_binding"})
+            raise HaseError("options must be an object {cudnn_conv_algo_search, io_binding, cpu_pinned}")
+        unknown = sorted(set(options) - {"cudnn_conv_algo_search", "io_binding", "cpu_pinned"})
         if unknown:
             raise HaseError(f"options.{unknown[0]} is not a session option Hase models "
-                            f"(cudnn_conv_algo_search, io_binding)")
+                            f"(cudnn_conv_algo_search, io_binding, cpu_pinned)")
         return session_options({**self.default_options, **options})
 
     def _key_of(self, record: dict) -> str:

@@ -116,7 +116,7 @@ def create_app(default_prometheus: str = "", default_target: str = "nvidia-h200"
         record: dict | None = Field(None, description="a phase 2 record for the target's EP")
         load: dict[str, float] | None = Field(None, description="{DCGM field: value}; none and no prometheus = idle")
         prometheus: Prometheus | None = None
-        options: dict | None = Field(None, description="cudnn_conv_algo_search, io_binding")
+        options: dict | None = Field(None, description="cudnn_conv_algo_search, io_binding, cpu_pinned")
         breakdown: bool = Field(True, description="include the per-node breakdown")
 
     class Candidate(BaseModel):

@@ -18,7 +18,7 @@ DEFAULTS = {"device": "auto", "predictor_dir": "", "timeline_model": "", "pin_di
             "prometheus": {"url": "", "selector": 'gpu="0"', "lookback_s": 30, "queries": {}}, "top_kernels": 15,
             "probe": {"max_age_s": 60.0, "idle_probe_us": 0.0, "local_ms": 200.0},
             # the session the user will run: ORT's defaults unless told otherwise
-            "cudnn_conv_algo_search": "EXHAUSTIVE", "io_binding": False}
+            "cudnn_conv_algo_search": "EXHAUSTIVE", "io_binding": False, "cpu_pinned": False}
 
 DEFAULT_SUB = "default"   # inference/results/<gpu>/default/: the shipped timeline model of a GPU
 
@@ -135,12 +135,22 @@ def analyse(model_path: Path, device: str, cfg: dict, offline: bool = False) -> 
 
 
 def session_options(cfg: dict) -> dict:
-    """The session options that change latency, validated: {'cudnn_conv_algo_search', 'io_binding'}."""
+    """The session options that change latency, validated: {'cudnn_conv_algo_search', 'io_binding', 'cpu_pinned'}
+    (cpu_pinned: the process bound to one CPU, inference/host_setting.py)."""
     from hase.utils.ort_session import check_cudnn_algo
     algo = check_cudnn_algo(cfg.get("cudnn_conv_algo_search", "EXHAUSTIVE"))
-    if not isinstance(cfg.get("io_binding", False), bool):
-        raise HaseError(f"io_binding must be true or false, not '{cfg['io_binding']}'")
-    return {"cudnn_conv_algo_search": algo, "io_binding": bool(cfg.get("io_binding", False))}
+    for k in ("io_binding", "cpu_pinned"):
+        if not isinstance(cfg.get(k, False), bool):
+            raise HaseError(f"{k} must be true or false, not '{cfg[k]}'")
+    return {"cudnn_conv_algo_search": algo, "io_binding": bool(cfg.get("io_binding", False)),
+            "cpu_pinned": bool(cfg.get("cpu_pinned", False))}
+
+
+def host_setting_note(setting, options: dict) -> str:
+    if not options.get("cpu_pinned"):
+        return "unbound process (ORT's default)"
+    from hase.inference import host_setting
+    return host_setting.note(setting) if setting else "cpu_pinned asked for, not modelled here: as unbound"
 
 
 def predict_record(record: dict, predictor, load: dict, model=None, options=None, prep=None) -> dict:
@@ -162,11 +172,25 @@ def predict_record(record: dict, predictor, load: dict, model=None, options=None
     if record["device"] == "cuda":
         prep = tm.with_options(prep, model, options["cudnn_conv_algo_search"])
     copies = not options["io_binding"]
+    spread_q, setting = model.get("spread"), None
+    if options.get("cpu_pinned") and record["device"] != "cuda":
+        prep = dict(prep, risks=list(prep.get("risks") or []) + [
+            "cpu_pinned is modelled for the CUDA EP only (a CPU EP session's intra-op pool spans the CPUs it is "
+            "given): predicted as an unbound process"])
+    elif options.get("cpu_pinned"):
+        from hase.inference import host_setting
+        setting = host_setting.pinned_factors(gpu_slug(model))
+        if setting is None:
+            prep = dict(prep, risks=list(prep.get("risks") or []) + [
+                f"cpu_pinned: no host-speed study for this GPU ({gpu_slug(model) or 'unknown'}): predicted as an "
+                f"unbound process"])
+        else:
+            prep, spread_q = host_setting.pinned(prep, spread_q, setting)
     p = model["params"]
     terms = tm.load_terms(load, model["idle_clock_mhz"])
     res = tm.predict_us(prep, p, terms, copies)
     idle = tm.predict_us(prep, p, tm.load_terms(model["idle_load"], model["idle_clock_mhz"]), copies)
-    spread = tm.with_spread(prep, p, terms, model.get("spread"), copies, central=res)
+    spread = tm.with_spread(prep, p, terms, spread_q, copies, central=res)
     host = prep["h"] * p["kappa"]
     run_share = prep.get("interference") == tm.RUN_SHARE
     # run-level slicing: the neighbour's cost is one run-level term, the kernels keep their idle GPU time
@@ -176,6 +200,7 @@ def predict_record(record: dict, predictor, load: dict, model=None, options=None
             "spread_source": ("measured across fresh sessions (host dispatch and copy terms)" if model.get("spread")
                               else "none (timeline model without a measured spread)"),
             "session_options": options,
+            "host_setting": host_setting_note(setting, options),
             "idle_ms": idle["total_us"] / 1e3, "method": "timeline",
             "statistic": model.get("statistic", "median"), "neighbour_busy": terms["u"],
             "launch_wait_used_us": res["wait_per_launch_us"], "interference_model": prep.get("interference"),
@@ -283,6 +308,8 @@ def format_prediction(res: dict, top: int) -> str:
         lines.append(f"  ... {len(res['kernels']) - top} more {'nodes' if res['device'] == 'cpu' else 'kernels'}")
     if res.get("load_source"):
         lines.append(f"  load from {res['load_source']}")
+    if (res.get("session_options") or {}).get("cpu_pinned"):
+        lines.append(f"  {res.get('host_setting')}")
     if res.get("host_scale") is not None:   # machine calibration (inference/machine_calibration.py)
         lines.append(f"  host side x{res['host_scale']:.3f} for the target's host speed"
                      + (f" ({res['calibration_source']})" if res.get("calibration_source") else ""))

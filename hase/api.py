@@ -389,9 +389,9 @@ class Predictor:
             if prep is None:   # a table timeline (no kernel predictor, or CPU lines scaled): prepare without kernel times
                 from hase.inference.timeline_model import prepared as tm_prepared
                 prep = tm_prepared(record, {k["id"]: 0.0 for k in record["kernels"]}, model)
-                from hase.inference.runtime import control_flow_risk
+                from hase.inference.runtime import record_risks
                 prep.update(kernel_ms={k["id"]: 0.0 for k in record["kernels"]}, standalone_sum_ms=0.0, unseen_types=[],
-                            risks=[r for r in [control_flow_risk(record["kernels"])] if r])
+                            risks=record_risks(record))
             try:
                 res = predict_record(record, self.predictor, ld, model, opts, prep=prep)
             except HaseError as e:   # the timeline refuses a session option: name it

@@ -71,8 +71,7 @@ def gpu_slug(model: dict) -> str:
 
 def prepare_record(record: dict, predictor, model: dict) -> dict:
     """Load-independent part of a prediction (kernel times at idle); cache it per model."""
-    from hase.inference.node_model import (TRAINED_FLOAT_DTYPES, NodeModel, kernel_ms as to_ms, per_group_risk,
-                                           precision_risk)
+    from hase.inference.node_model import NodeModel, kernel_ms as to_ms
     from hase.inference.timeline_model import prepared
     from hase.inference import precision
     kernels = record["kernels"]
@@ -93,17 +92,23 @@ def prepare_record(record: dict, predictor, model: dict) -> dict:
     prep["kernel_ms"] = kernel_ms
     prep["standalone_sum_ms"] = float(sum(kernel_ms.values()))
     prep["unseen_types"] = predictor.unseen_types(record["kernels"])
-    # known gaps of the predictor and of the analysis, named once per model (inference/node_model.py, offline_cuda)
+    prep["risks"] = record_risks(record, predictor, term if f16 is not None else None)
+    return prep
+
+
+def record_risks(record: dict, predictor=None, term=None) -> list:
+    """The known gaps of the predictor and of the analysis for one record, one line each (inference/node_model.py,
+    offline_cuda): every prediction path names them, with kernel times or from a table. term: the float16 term
+    that priced its float16 nodes, if one did."""
+    from hase.inference.node_model import TRAINED_FLOAT_DTYPES, per_group_risk, precision_risk
     trained = tuple((getattr(predictor, "manifest", None) or {}).get("float_dtypes") or TRAINED_FLOAT_DTYPES)
     risks = [per_group_risk(record["kernels"]) if record.get("device") == "cuda" else "",
-             precision_risk(record["kernels"], trained, term if f16 is not None else None),
-             control_flow_risk(record["kernels"])]
+             precision_risk(record["kernels"], trained, term), control_flow_risk(record["kernels"])]
     off = record.get("offline") or {}
     if off and not off.get("claimed", True):
         risks.append("graph analysed offline (no CUDA EP on this machine) and not claimed: "
                      + "; ".join(off.get("unclaimed_because") or []))
-    prep["risks"] = [r for r in risks if r]
-    return prep
+    return [r for r in risks if r]
 
 
 def analyse(model_path: Path, device: str, cfg: dict, offline: bool = False) -> dict:

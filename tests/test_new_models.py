@@ -103,6 +103,22 @@ def test_a_loop_model_on_the_cpu_timeline_names_its_body_as_not_modelled(tmp_pat
     assert any("control flow not modelled" in w and "Loop" in w for w in r.warnings), r.warnings
 
 
+def test_the_table_timeline_names_every_known_gap_of_a_record(tiny_onnx):
+    """The table path (no kernel predictor) named only control flow; a record computing in float16, or analysed
+    offline and not claimed, went by without a word there (the GPU path named both): one list for both paths."""
+    import copy
+    import hase
+    p = hase.load_predictor("cpu", timeline_model=XEON)
+    rec = copy.deepcopy(p.analyse(tiny_onnx))
+    assert not any("float16" in w or "not claimed" in w for w in p.predict(rec).warnings)
+    for e in rec["kernels"][0]["inputs"] + rec["kernels"][0]["outputs"]:
+        if e and e.get("dtype") == "float32":
+            e["dtype"] = "float16"
+    rec["offline"] = {"claimed": False, "unclaimed_because": ["a reason"]}
+    w = p.predict(rec).warnings
+    assert any("compute in float16" in x for x in w) and any("not claimed: a reason" in x for x in w), w
+
+
 def test_a_bfloat16_model_is_refused_with_what_to_do_instead(tmp_path, home):
     """A bfloat16 MatMul model (torch .to(torch.bfloat16), dynamo export): the CUDA EP runs it, the CPU build that
     the offline analysis uses has no bfloat16 MatMul and, unlike float16, inserts no Casts. It said 'ORT cannot

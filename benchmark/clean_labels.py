@@ -6,7 +6,8 @@ benchmark/trace_run.py times plain session.run in the process that just profiled
 (torch.profiler). Kineto leaves CUPTI attached after a profile (its callbacks then cost every CUDA call), and
 trace_run's plain timing came out 1.27-1.71x slower at batch 1 than the same models in fresh processes that import
 onnxruntime only (benchmark/results/nvidia-h200/harness/README.md). This tool is that fresh process: it must never
-import torch. For each model, `sessions` fresh InferenceSessions with ORT's defaults, one after another: warm-up, then
+import torch. For each model, `sessions` fresh InferenceSessions with ORT's defaults (`order`: rounds, session 0 of
+every model, then session 1, ...: measure_order says why): warm-up, then
 the median of plain session.run (numpy in/out: `e2e`) over `budget_ms`, and this process's host calibration (the
 launch chains) before each session. trace_run calls it in a child process before its own sessions
 (`clean_labels: true`), so every corpus session gets `e2e_clean_median_ms` beside the old label.
@@ -39,7 +40,8 @@ from hase.utils.ort_session import make_session, resolve_device
 DEFAULTS = {"device": "auto", "device_id": 0, "models": [], "sessions": 3, "warmup": 20, "budget_ms": 300.0,
             "min_loops": 20, "max_loops": 5000, "cudnn_conv_algo_search": "EXHAUSTIVE", "threads": 0, "seed": 0,
             "calib_budget_ms": 8.0, "copy_budget_ms": 0.0, "profiled_runs": 0, "model_list": "", "settle_max_s": 60.0, "out": "",
-            "idle_busy_max": 0.1, "idle_window_s": 0.5, "idle_wait_s": 60.0, "idle_check_s": 60.0}  # as trace_run's
+            "idle_busy_max": 0.1, "idle_window_s": 0.5, "idle_wait_s": 60.0, "idle_check_s": 60.0,  # as trace_run's
+            "order": "rounds"}
 FIELDS = ["model", "session", "e2e_clean_median_ms", "e2e_clean_p10_ms", "e2e_clean_p90_ms", "e2e_clean_n",
           "clean_calib_host_index_us", "clean_pid", "clean_ort_node_sum_us", "clean_ort_execute_us",
           "clean_profiled_wall_us", "clean_bg_busy_field", "clean_bg_busy_value", "clean_bg_busy_frac",
@@ -129,33 +131,45 @@ def measure(models: list, cfg: dict, log) -> int:
         w = csv.DictWriter(f, header, extrasaction="ignore")
         if new:
             w.writeheader()
-        for mi, mp in enumerate(models):
+        for mi, mp, i in measure_order(models, int(cfg["sessions"]), cfg["order"]):
             mp = Path(mp)
-            idle = None
-            for i in range(int(cfg["sessions"])):
-                if (mp.stem, str(i)) in done:
-                    continue
-                if idle is None:
-                    idle = {f"clean_{k}": v for k, v in guard.check().items()}
-                host = host_index(cal.host(cfg["calib_budget_ms"]))
-                copies = run_copies(cal, cfg, log)   # off by default: it slowed the labels (docstring)
-                prof = tempfile.mkdtemp(prefix="hase_clean_") if cfg["profiled_runs"] else None
-                sess = make_session(mp, device, device_id=cfg["device_id"], cuda_options=cuda_opts,
-                                    threads=cfg["threads"], profile_prefix=Path(prof, "ort") if prof else None)
-                run = make_runner(sess, dummy_feed(sess, seed=cfg["seed"]), "e2e", cfg["device_id"])
-                for _ in range(int(cfg["warmup"]) + 1):
-                    run()
-                ort = profiled(sess, run, cfg, prof) if prof else {}
-                r = time_loop(run, None, cfg["budget_ms"], cfg["min_loops"], cfg["max_loops"])
-                w.writerow({"model": mp.stem, "session": i, "e2e_clean_median_ms": f"{r['median_ms']:.6g}",
-                            "e2e_clean_p10_ms": f"{r['p10_ms']:.6g}", "e2e_clean_p90_ms": f"{r['p90_ms']:.6g}",
-                            "e2e_clean_n": len(r["samples_ms"]), "clean_calib_host_index_us": f"{host:.4g}",
-                            "clean_pid": os.getpid(), **ort, **idle, **copies})
-                f.flush()
-                added += 1
-                del run, sess
-            log.info("[%d/%d %.0fs] clean labels: %s", mi + 1, len(models), time.perf_counter() - t0, mp.stem)
+            if (mp.stem, str(i)) in done:
+                continue
+            idle = {f"clean_{k}": v for k, v in guard.check().items()}   # read at most every idle_check_s
+            host = host_index(cal.host(cfg["calib_budget_ms"]))
+            copies = run_copies(cal, cfg, log)   # off by default: it slowed the labels (docstring)
+            prof = tempfile.mkdtemp(prefix="hase_clean_") if cfg["profiled_runs"] else None
+            sess = make_session(mp, device, device_id=cfg["device_id"], cuda_options=cuda_opts,
+                                threads=cfg["threads"], profile_prefix=Path(prof, "ort") if prof else None)
+            run = make_runner(sess, dummy_feed(sess, seed=cfg["seed"]), "e2e", cfg["device_id"])
+            for _ in range(int(cfg["warmup"]) + 1):
+                run()
+            ort = profiled(sess, run, cfg, prof) if prof else {}
+            r = time_loop(run, None, cfg["budget_ms"], cfg["min_loops"], cfg["max_loops"])
+            w.writerow({"model": mp.stem, "session": i, "e2e_clean_median_ms": f"{r['median_ms']:.6g}",
+                        "e2e_clean_p10_ms": f"{r['p10_ms']:.6g}", "e2e_clean_p90_ms": f"{r['p90_ms']:.6g}",
+                        "e2e_clean_n": len(r["samples_ms"]), "clean_calib_host_index_us": f"{host:.4g}",
+                        "clean_pid": os.getpid(), **ort, **idle, **copies})
+            f.flush()
+            added += 1
+            del run, sess
+            log.info("[%d/%d, session %d, %.0fs] clean labels: %s", mi + 1, len(models), i,
+                     time.perf_counter() - t0, mp.stem)
     return added
+
+
+def measure_order(models: list, sessions: int, order: str) -> list:
+    """(index, model, session) in measuring order. rounds: session 0 of every model, then session 1 of every model,
+    ...; models: a model's sessions back to back (the order before session 23). Host speed comes in episodes of
+    seconds that span several consecutive models (exam v11, H100 machines k and l: the residual against the other
+    machine is correlated over 3 consecutive models, 0.18-0.19, and a model's two back-to-back sessions agree 0.118
+    in log sd where the machines differ 0.233), so back-to-back sessions share one episode and their median is one
+    sample; rounds put a model's sessions minutes apart, at the same device time."""
+    if order not in ("rounds", "models"):
+        raise HaseError(f"config order must be rounds or models, not '{order}'")
+    if order == "models":
+        return [(mi, m, i) for mi, m in enumerate(models) for i in range(sessions)]
+    return [(mi, m, i) for i in range(sessions) for mi, m in enumerate(models)]
 
 
 def main() -> int:

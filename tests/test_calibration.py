@@ -326,6 +326,41 @@ def test_clean_labels_come_from_a_process_that_never_imports_torch(tmp_path):
         clean_pass([tmp_path / "missing.onnx"], cfg, tmp_path / "x", get_logger("test"), device="cpu")
 
 
+def test_clean_labels_measure_a_models_sessions_in_rounds(tmp_path):
+    """Host speed comes in episodes spanning several consecutive models: a model's sessions measured back to back
+    share one. The default order is rounds (session 0 of every model, then session 1, ...), in the CSV as measured;
+    a resumed run keeps the rows it has; an unknown order is one line."""
+    import csv
+    import subprocess
+    import sys
+    import onnx
+    from onnx import TensorProto, helper
+    from hase.benchmark.clean_labels import measure_order
+    assert measure_order(["a", "b"], 2, "rounds") == [(0, "a", 0), (1, "b", 0), (0, "a", 1), (1, "b", 1)]
+    assert measure_order(["a", "b"], 2, "models") == [(0, "a", 0), (0, "a", 1), (1, "b", 0), (1, "b", 1)]
+    with pytest.raises(HaseError, match="order must be rounds or models"):
+        measure_order(["a"], 1, "shuffle")
+    ms = []
+    for name in ("m1", "m2"):
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])
+        m = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], name, [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+        m.ir_version = 8
+        onnx.save(m, tmp_path / f"{name}.onnx")
+        ms.append(tmp_path / f"{name}.onnx")
+    out = tmp_path / "c.csv"
+    cmd = [sys.executable, "benchmark/clean_labels.py", "--device", "cpu", "--log-level", "WARNING",
+           "--set", f"models=[{ms[0]}, {ms[1]}]", "--set", "sessions=2", "--set", "warmup=1", "--set", "budget_ms=2",
+           "--set", "min_loops=2", "--set", "settle_max_s=0", "--set", "idle_busy_max=1", "--set", "calib_budget_ms=1",
+           "--set", f"out={out}"]
+    from hase.utils import paths
+    r = subprocess.run(cmd, cwd=paths.REPO, env=paths.child_env(), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    rows = [(d["model"], d["session"]) for d in csv.DictReader(open(out))]
+    assert rows == [("m1", "0"), ("m2", "0"), ("m1", "1"), ("m2", "1")]
+
+
 def test_clean_labels_are_the_label_and_set_cuptis_cost_per_launch(tmp_path):
     """label: clean. The label is the median over every clean session of every machine folder (a folder may hold
     clean sessions only); CUPTI's cost per launch is the CUPTI wall less that label, not less trace_run's own plain

@@ -409,7 +409,8 @@ class Predictor:
         if load is not None and self.model is not None:
             from hase.inference.timeline_model import has_load_terms
             if not has_load_terms(self.model):   # then how the wait was sourced does not matter: say what does
-                warns = [x for x in warns if not x.startswith("launch-wait field")]
+                from hase.inference.load_sources import LaunchWaitWarning
+                warns = [x for x in warns if not isinstance(x, LaunchWaitWarning)]
                 warns.append(f"the timeline model for {self.target} has no interference terms ({self.timeline_path}):"
                              f" predicted at idle, the given load is not applied")
         if (self.device == "cpu" and self.model is not None and "cpu_scales" not in info

@@ -118,19 +118,24 @@ def probe_local(device: str, pcfg: dict) -> dict:
     return {WAIT: wait_per_launch_us(mean_us, float(pcfg["idle_probe_us"])), AGE: 0.0}
 
 
+class LaunchWaitWarning(str):
+    """The warning that the launch-wait field is absent or stale: a str (printed as any warning) that says what it
+    is about, so a caller that finds the wait irrelevant (a timeline without load terms) drops it by kind."""
+
+
 def launch_wait(got: dict, where: str, max_age_s: float, now: float, device: str = "cuda") -> tuple:
     """(wait per launch in us or None, JSON info, warning or None) from one load snapshot's probe
     fields; absent or older than max_age_s -> None: the DCGM-only prediction (on the CPU EP: from the CPU fields)."""
     only = "DCGM-only" if device != "cpu" else "CPU-metrics-only"   # EP-appropriate words (issue 26 item 9)
     if WAIT not in got:
-        return None, {"wait_source": DCGM_ONLY}, (f"launch-wait field {WAIT} absent from {where}: "
-                                                  f"{only} prediction (wait = beta_us * u)")
+        return None, {"wait_source": DCGM_ONLY}, LaunchWaitWarning(f"launch-wait field {WAIT} absent from {where}: "
+                                                                   f"{only} prediction (wait = beta_us * u)")
     wait = got[WAIT]
     if not wait >= 0:
         raise HaseError(f"field '{WAIT}' must be a wait in us >= 0, got {wait:g}", where)
     age = got.get(AGE, now - got[TS] if TS in got else None)  # neither: the snapshot is taken as current
     if age is not None and age > max_age_s:
-        return None, {"wait_source": DCGM_ONLY, "launch_wait_age_s": age}, (
+        return None, {"wait_source": DCGM_ONLY, "launch_wait_age_s": age}, LaunchWaitWarning(
             f"launch-wait field {WAIT} from {where} is {age:.0f} s old (probe.max_age_s {max_age_s:g}): "
             f"{only} prediction (wait = beta_us * u)")
     return wait, {"wait_source": f"measured ({where})", "launch_wait_measured_us": wait,
@@ -158,7 +163,7 @@ def current_load(cfg: dict, device: str, fields: list, metrics_file=None) -> tup
     wait, info, warning = launch_wait(got, where, float(cfg["probe"]["max_age_s"]), time.time(), device)
     info.update(window)
     if warning and not metrics_file and not cfg["prometheus"]["url"] and float(cfg["probe"]["idle_probe_us"]) <= 0:
-        warning += "; set probe.idle_probe_us to run the probe here"
+        warning = LaunchWaitWarning(warning + "; set probe.idle_probe_us to run the probe here")
     # NaN or out of range (97 for a 0-1 ratio) is an error, never read as idle or clamped
     load = {BG + f: check_value(f, got[f], where) for f in fields}
     if wait is not None:

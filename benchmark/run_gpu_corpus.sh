@@ -7,7 +7,8 @@
 #   source .device/activate.sh && setsid nohup bash benchmark/run_gpu_corpus.sh /tmp/job > /tmp/job.out 2>&1 &
 #   bash benchmark/gpu_corpus_wait.sh /tmp/job 540 $OUT
 # Env: FP16_TWINS ("": a YAML list of architectures also exported as float16 twins, <arch>-fp16_bs..., measured like
-#      the rest and recorded on the CUDA EP even with RECORDS=0; e.g. the ANCHORS; node_model.precision_risk),
+#      the rest and recorded on the CUDA EP even with RECORDS=0; e.g. the ANCHORS; node_model.precision_risk; with
+#      LABELS_ONLY=1 the twins and their float32 models are also traced once, for inference/fit_precision_term.py),
 #      LABELS_ONLY (0; 1: no trace, CLEAN_SESSIONS label sessions per model from benchmark/clean_labels.py), SESSIONS (2), CLEAN_SESSIONS (0 = SESSIONS; more: extra label-only sessions in a process that never profiles), RECORDS (0|1), SPLIT (all|train|exam|none: ANCHORS alone), WORKERS (14 export processes), RECORD_PROCS (6),
 #      EXAM_SESSIONS (0; > 0: the exam models first, in that many sessions, then everything in SESSIONS),
 #      ANCHORS ("": a YAML list of training architectures exported and traced beside SPLIT's models, e.g.
@@ -100,6 +101,12 @@ elif [ "${EXAM_SESSIONS:-0}" -gt 0 ]; then
   trace "$JOB/exam_order.txt" "$EXAM_SESSIONS"
 fi
 [ "${LABELS_ONLY:-0}" = 1 ] || trace "$JOB/trace_order.txt" "${SESSIONS:-2}"
+if [ "${LABELS_ONLY:-0}" = 1 ] && [ -s "$JOB/rec_models.txt" ]; then
+  # the float16 twins and their float32 models, traced once with CUPTI per node after the labels (the float16 term,
+  # inference/fit_precision_term.py, reads node pairs; session 23 needed a second job for them)
+  echo "stage twin traces $(el): $(wc -l < "$JOB/rec_models.txt") models"
+  trace "$JOB/rec_models.txt" 1
+fi
 probe end
 echo "stage done $(el)"
 } 2>&1 | tee "$JOB/log.txt"

@@ -119,13 +119,40 @@ def by_machine(sessions: pd.DataFrame, d: pd.DataFrame, preds: dict, cfg: dict, 
                                           for m, u in zip(cs["model"], cs["calib_host_index_us"])]})
             row["per_session"] = {"uncalibrated": score(ps, "pred_ms"), "calibrated": score(ps, "cal_ms")}
         out["by_machine"][str(mach)] = row
+        out.setdefault("_labels", {})[str(mach)] = lab_m
         log.info("machine %s: %d sessions, host %.2f us/node, noise %.1f%%; MAPE %.1f%% uncalibrated, %s%s", mach,
                  len(s), cal_us, noise["mape_pct"], row["uncalibrated"]["mape_pct"],
                  f"{row['calibrated']['mape_pct']:.1f}% calibrated (x{row['host_scale']:.3f})" if "calibrated" in row
                  else "no calibration", "; per session %.1f%% -> %.1f%%" % (
                      row["per_session"]["uncalibrated"]["mape_pct"], row["per_session"]["calibrated"]["mape_pct"])
                  if "per_session" in row else "")
+    out["between_machines"] = between_machines(out.pop("_labels", {}))
+    if out["between_machines"]:
+        log.info("label noise: machines' medians against each other %.1f%% MAPE (the predictor against one machine "
+                 "is read beside it)", out["between_machines"]["mape_pct"])
     return out
+
+
+def between_machines(labels: dict) -> dict:
+    """The labels' own noise across machines: every pair of machines' medians on the models both measured, as MAPE
+    of one against the other (symmetric enough at these sizes), pooled over pairs. A model's sessions on one machine
+    can share a host-speed episode (clean_labels order), so this, not session_noise_pct, says how far a machine's
+    truth moves; a predictor cannot be expected closer to one machine than machines are to each other."""
+    names = sorted(labels)
+    pairs, errs = {}, []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            j = pd.concat([labels[a].rename("a"), labels[b].rename("b")], axis=1).dropna()
+            if len(j):
+                acc = accuracy(j["a"], j["b"])
+                pairs[f"{a}~{b}"] = {"models": int(len(j)), "mape_pct": acc["mape_pct"],
+                                     "within_10pct": acc["within_10pct"]}
+                errs.append(np.abs(j["a"] / j["b"] - 1) * 100)
+    if not errs:
+        return {}
+    e = pd.concat(errs)
+    return {"what": "each machine's median e2e against each other machine's, on the models both measured",
+            "pairs": pairs, "mape_pct": float(e.mean()), "within_10pct": float((e <= 10).mean() * 100)}
 
 
 def main() -> int:

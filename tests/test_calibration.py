@@ -515,3 +515,15 @@ def test_run_copy_models_are_one_copy_of_the_asked_size():
     (y,) = ort.InferenceSession(blob, providers=["CPUExecutionProvider"]).run(None, {"x": np.full(shape, 2.5, np.float32)})
     assert shape == [1] and y.nbytes == nbytes and np.all(y == 2.5)
     assert Calibrator("cpu", threads=1, warmup=1).run_copies() == {}
+
+
+def test_the_exam_says_how_far_machines_truths_are_from_each_other():
+    """score_exam's machines summary: each pair of machines' medians against each other on the models both measured
+    (the labels' own noise, beside the predictor's per-machine error)."""
+    from hase.inference.score_exam import between_machines
+    a = pd.Series({"m1": 1.0, "m2": 2.0, "m3": 4.0})
+    b = pd.Series({"m1": 1.0, "m2": 2.5, "m4": 9.0})
+    r = between_machines({"machine_a": a, "machine_b": b})
+    assert r["pairs"]["machine_a~machine_b"]["models"] == 2
+    assert r["mape_pct"] == pytest.approx((0.0 + 20.0) / 2) and r["within_10pct"] == pytest.approx(50.0)
+    assert between_machines({"machine_a": a}) == {}

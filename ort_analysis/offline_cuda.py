@@ -55,7 +55,7 @@ from hase.utils.ort_session import open_session, provenance, run_failure, sessio
 
 CUDA_EP, CPU_EP = "CUDAExecutionProvider", "CPUExecutionProvider"
 METHOD = "cpu-build session, CPU-only transformers off, stand-ins for ops the CPU EP inlines"
-VERSION = 8   # of the analysis: a cached offline record of another version is made again (8: float16 as float32)
+VERSION = 9   # of the analysis: a cached offline record of another version is made again (9: mixed float16 as float32)
 
 # Transformers ORT registers for the CPU EP but not for the CUDA EP (graph_transformer_utils.cc; the names are
 # those the pinned build logs at verbose level: `python ort_analysis/offline_cuda.py --list-transformers --model m`).
@@ -152,14 +152,15 @@ STAND_IN = ("ai.onnx", "Softsign")
 
 
 @functools.lru_cache(maxsize=None)
-def cpu_inlines(domain: str, op_type: str, opset: int) -> bool:
-    """True when the CPU EP runs a one-input, one-output op as its function body (no kernel of its own)."""
+def cpu_inlines(domain: str, op_type: str, opset: int, elem_type: int = 1) -> bool:
+    """True when the CPU EP runs a one-input, one-output op as its function body (no kernel of its own) for tensors
+    of ONNX element type elem_type (1: float32, 10: float16)."""
     import onnx
-    from onnx import TensorProto, helper
+    from onnx import helper
     dom = "" if domain == "ai.onnx" else domain
     g = helper.make_graph([helper.make_node(op_type, ["x"], ["y"], name="n", domain=dom)],
-                          "probe", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+                          "probe", [helper.make_tensor_value_info("x", elem_type, [1, 4])],
+                          [helper.make_tensor_value_info("y", elem_type, [1, 4])])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid(dom, opset)])
     m.ir_version = 8
     with tempfile.TemporaryDirectory() as td:
@@ -168,13 +169,13 @@ def cpu_inlines(domain: str, op_type: str, opset: int) -> bool:
             ort.InferenceSession(m.SerializeToString(), so, providers=[CPU_EP])
         except Exception:  # not a unary op at this opset, or unknown: nothing to say
             return False
-        ops = [n.op_type for n in onnx.load(str(Path(td) / "o.onnx")).graph.node]
+        ops = [n.op_type for n in onnx.load(str(Path(td) / "o.onnx")).graph.node if n.op_type != "Cast"]
     return ops != [op_type]
 
 
-def function_ops(model) -> list:
+def function_ops(model, elem_type: int = 1) -> list:
     """[(domain, op_type)] of the graph's one-input, one-output ops that ONNX defines as functions and the CPU EP
-    inlines."""
+    inlines (for tensors of ONNX element type elem_type)."""
     import onnx
     opsets = {(o.domain or "ai.onnx"): o.version for o in model.opset_import}
     out = []
@@ -183,7 +184,8 @@ def function_ops(model) -> list:
             sch = onnx.defs.get_schema(op, opsets.get(dom, 1), "" if dom == "ai.onnx" else dom)
         except onnx.defs.SchemaError:
             continue
-        if (sch.has_function or sch.has_context_dependent_function) and cpu_inlines(dom, op, opsets.get(dom, 1)):
+        if (sch.has_function or sch.has_context_dependent_function) and cpu_inlines(dom, op, opsets.get(dom, 1),
+                                                                                      elem_type):
             out.append((dom, op))
     return out
 
@@ -443,9 +445,10 @@ def claim(parsed: dict, orig_model) -> list:
     return why
 
 
-# A model in float16 throughout takes another road (pure_float16, float32_copy): the CPU EP's float16 rewrite also
-# fuses less. This one is for mixed models (float16 with float32 islands and their own Casts), whose fusions stay
-# the CPU EP's. A CUDA-EP record of float16 twins (run_gpu_corpus.sh FP16_TWINS) says what the CUDA EP makes of them.
+# A model in float16 throughout, or mixed (float16 with float32 islands and Casts of its own), takes another road
+# (pure_float16, mixed_float16, float32_copy): the CPU EP's float16 rewrite also fuses less. This one is left for the
+# rest (bfloat16, subgraphs), whose fusions stay the CPU EP's. A CUDA-EP record of float16 twins
+# (run_gpu_corpus.sh FP16_TWINS) says what the CUDA EP makes of them.
 # ORT's InsertCastTransformer gives a CPU-EP node that has no float16 kernel float32 copies of its inputs and
 # outputs: a Cast node named CPU_CAST_PREFIX + the tensor's name on each side. The CUDA EP has float16 kernels for
 # the ops a float16 model uses (Conv, MatMul/Gemm, the elementwise and normalization ops), so it runs none of these
@@ -597,6 +600,103 @@ def _remake(rec: dict, kernels: list) -> None:
     rec["type_counts"] = dict(sorted(Counter(k["type"] for k in kernels).items()))
 
 
+# A mixed float16 model (float16 compute with float32 islands and Casts of its own) takes the float32-copy road too,
+# in two passes. Its float32 copy alone would differ from the CUDA EP's graph at level 1: ConstantFolding folds a node
+# only with a CPU kernel (on every EP), so a float16 node the CPU EP has no kernel for (Sqrt of a shape in vit_b_16's
+# attention scale) stays on the CUDA EP and folds in the copy; and CastElimination drops the model's own Casts once
+# float16 is float32. So pass 1 runs the level-1 transformers (EP-independent) on the float16 model itself (function
+# ops the CPU EP inlines in float16, Softmax, through stand-ins; the Casts the CPU EP inserts taken out again), and
+# pass 2 rewrites the float32 copy of that graph with the level-2/3 transformers, the level-1 ones whose outcome
+# depends on the element type switched off (LEVEL1_DONE). Every tensor then gets the original model's dtype again.
+LEVEL1_DONE = ("ConstantFolding", "ConstantSharing", "CommonSubexpressionElimination", "CastElimination")
+
+
+def mixed_float16(model) -> bool:
+    """float16 and float32 tensors (no bfloat16, no subgraph): float16 compute with float32 islands."""
+    kinds = set(model_dtypes(model).values())
+    has_sub = any(a.type in (a.GRAPH, a.GRAPHS) for n in model.graph.node for a in n.attribute)
+    return {"float16", "float32"} <= kinds and "bfloat16" not in kinds and not has_sub
+
+
+def float16_level1(onnx_path: Path, out_dir: Path, pin_dims=None, log=None) -> tuple:
+    """The model as ORT's level-1 transformers leave it (a CPU-EP session at ORT_ENABLE_BASIC on the float16 model),
+    without the Casts the CPU EP inserted, written as out_dir/<same name>; (its path, the Casts taken out)."""
+    import onnx
+    from onnx import TensorProto
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model = load_model(onnx_path)
+    inlined = function_ops(model, TensorProto.FLOAT16)
+    swapped = with_stand_ins(model, set(inlined)) if inlined else {}
+    big = model.ByteSize() > 1_800_000_000
+    src, opt = out_dir / ("src_" + onnx_path.name), out_dir / onnx_path.name
+    onnx.save(model, str(src), save_as_external_data=big)
+    options = dict(opt_level="basic", optimized_path=opt, free_dims=pin_dims or {}, log_severity=4)
+    try:
+        open_session(str(src), [CPU_EP], options)
+    except Exception as e:  # InvalidGraph, NotImplemented...: ORT cannot load it
+        raise HaseError(f"ORT cannot load it: {' '.join(str(e).split())[:300]}", onnx_path)
+    m = load_model(opt)
+    g = m.graph
+    casts = [n for n in g.node if n.op_type == "Cast" and n.name.startswith(CPU_CAST_PREFIX)]
+    if casts:
+        def own(x):
+            return x[len(CPU_CAST_PREFIX):] if x.startswith(CPU_CAST_PREFIX) else x
+        keep = [n for n in g.node if not (n.op_type == "Cast" and n.name.startswith(CPU_CAST_PREFIX))]
+        for n in keep:
+            n.input[:] = [own(x) for x in n.input]
+            n.output[:] = [own(x) for x in n.output]
+        del g.node[:]
+        g.node.extend(_own_casts_again(keep, model))
+        del g.value_info[:]
+    onnx.save(m, str(opt), save_as_external_data=m.ByteSize() > 1_800_000_000)
+    if swapped:   # after the Casts: the stand-in writes the model's tensor again
+        restored = restore_stand_ins(opt, swapped)
+        if restored != len(swapped) and log:
+            log.warning("%s: %d of %d stand-in nodes were rewritten by ORT's level 1", onnx_path.name,
+                        len(swapped) - restored, len(swapped))
+    return opt, len(casts)
+
+
+def _own_casts_again(nodes: list, model) -> list:
+    """The model's own Casts that ORT's RemoveDuplicateCastTransformer merged into the ones the CPU EP inserted (a
+    float16 -> float32 Cast after a node the CPU EP ran in float32), put back: a node of the rewritten graph that read
+    a Cast's output in the model and reads that Cast's input now reads its output again, the Cast placed before it.
+    A Cast that ConstantFolding folded (its input is gone) stays out, as on the CUDA EP."""
+    import copy
+    casts = {n.output[0]: n for n in model.graph.node if n.op_type == "Cast" and n.output}
+    was = {n.name: n for n in model.graph.node if n.name}
+    there = {n.name for n in nodes}
+    out, added = [], set()
+    for n in nodes:
+        o = was.get(n.name)
+        if o is not None and len(o.input) == len(n.input):
+            for i, (now, then) in enumerate(zip(n.input, o.input)):
+                c = casts.get(then)
+                if c is not None and c.name not in there and now != then and now == c.input[0]:
+                    n.input[i] = then
+                    if c.name not in added:
+                        added.add(c.name)
+                        out.append(copy.deepcopy(c))
+        out.append(n)
+    return out
+
+
+def as_model_dtypes(rec: dict, dtypes: dict) -> None:
+    """Every tensor of a record made from a float32 copy gets its dtype in the original model again (`dtypes`,
+    model_dtypes()); a float32 tensor the rewrite made (not in the model) becomes float16. In place, bytes,
+    signatures and edges made anew."""
+    def orig(e):
+        if not e or e.get("dtype") != "float32":
+            return e
+        return {**e, "dtype": dtypes.get(e.get("name"), "float16")}
+    for k in rec["kernels"]:
+        k["inputs"] = [orig(e) for e in k["inputs"]]
+        k["outputs"] = [orig(e) for e in k["outputs"]]
+    rec["graph_inputs"] = [orig(e) for e in rec.get("graph_inputs", [])]
+    rec["graph_outputs"] = [orig(e) for e in rec.get("graph_outputs", [])]
+    _remake(rec, rec["kernels"])
+
+
 def analyse(onnx_path, pin_dims=None, seed=0, keep_small_values=64, log=None) -> dict:
     """The CUDA-EP kernel record of a model, made without a GPU (fusion_detector's record format)."""
     onnx_path = Path(onnx_path)
@@ -612,16 +712,33 @@ def analyse(onnx_path, pin_dims=None, seed=0, keep_small_values=64, log=None) ->
             "a float16 model, analysed as its float32 copy: the CUDA EP is assumed to fuse float16 as it fuses "
             "float32 and to have a float16 kernel for every op")
         return rec
+    if mixed_float16(orig):
+        with tempfile.TemporaryDirectory(prefix="hase_f32_") as td:
+            l1, removed = float16_level1(onnx_path, Path(td) / "l1", pin_dims, log)
+            (Path(td) / "f32").mkdir()
+            rec = _analyse(float32_copy(l1, Path(td) / "f32"), orig, pin_dims, seed, keep_small_values, log,
+                           disabled=CPU_ONLY_TRANSFORMERS + LEVEL1_DONE)
+        as_model_dtypes(rec, model_dtypes(orig))
+        rec["source_model"] = str(onnx_path)
+        rec["offline"]["analysed_as"] = ("its level-1 graph (rewritten in float16) as a float32 copy, then the model's "
+                                         "own dtypes again (float16 for tensors the rewrite made)")
+        rec["offline"]["cpu_casts_removed"] = removed
+        rec["offline"]["claimed"] = False
+        rec["offline"]["unclaimed_because"].insert(
+            0, "a mixed float16 model (float16 with float32 tensors and Casts of its own), analysed as the float32 "
+               "copy of its level-1 graph: the CUDA EP is assumed to fuse float16 as it fuses float32, to have a "
+               "float16 kernel for every op, and the tensors its fusions make are taken as float16")
+        return rec
     return _analyse(onnx_path, orig, pin_dims, seed, keep_small_values, log)
 
 
-def _analyse(onnx_path: Path, orig, pin_dims, seed, keep_small_values, log) -> dict:
+def _analyse(onnx_path: Path, orig, pin_dims, seed, keep_small_values, log, disabled=CPU_ONLY_TRANSFORMERS) -> dict:
     from hase.ort_analysis.fusion_detector import build_record
     cfg = {"pin_dims": pin_dims or {}, "seed": seed, "keep_small_values": keep_small_values}
     swaps, fused = [], {}
     rec = build_record(onnx_path, "cuda", cfg, log,
-                       optimizer=lambda mp, c: optimize_offline(mp, c["pin_dims"], c["seed"], stand_in_log=swaps,
-                                                                fused_log=fused, log=log),
+                       optimizer=lambda mp, c: optimize_offline(mp, c["pin_dims"], c["seed"], disabled=disabled,
+                                                                stand_in_log=swaps, fused_log=fused, log=log),
                        ep_of_node=lambda n: CUDA_EP)
     parsed = {"nodes": [{"domain": k["domain"], "op_type": k["op_type"], "inputs": k["inputs"],
                          "outputs": k["outputs"]} for k in rec["kernels"]]}
@@ -632,7 +749,7 @@ def _analyse(onnx_path: Path, orig, pin_dims, seed, keep_small_values, log) -> d
                  "made_with": f"onnxruntime {ort.__version__} CPU EP ({METHOD})"})
     rec["provenance"] = prov
     rec["offline"] = {"method": METHOD, "ort_version": ort.__version__,
-                      "disabled_transformers": list(CPU_ONLY_TRANSFORMERS),
+                      "disabled_transformers": list(disabled),
                       "claimed": not why, "unclaimed_because": why, "stand_ins": swaps,
                       "cpu_casts_removed": casts_removed,
                       "fused_here": fused,

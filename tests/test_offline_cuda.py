@@ -377,7 +377,10 @@ def test_a_float16_model_gets_the_cuda_eps_kernels_not_the_cpu_eps_casts(tmp_pat
     assert [k["weight_shapes"] for k in conv16] == [k["weight_shapes"] for k in conv32]
     for a, b in zip(conv16, conv32):
         assert a["bytes_read"] * 2 == b["bytes_read"] and a["bytes_written"] * 2 == b["bytes_written"]
-    assert len(r16["edges"]) == len(r32["edges"])
+    casts32 = [k for k in r32["kernels"] if k["op_type"] == "Cast"]   # the model's own Casts, both kept in float16
+    assert len(r16["edges"]) - len(r32["edges"]) == len(own_casts) - len(casts32)
+    sm = [k for k in r16["kernels"] if k["op_type"] == "Softmax"]       # the float32 island between them
+    assert len(sm) == 1 and {e["dtype"] for e in sm[0]["inputs"] + sm[0]["outputs"] if e} == {"float32"}
     assert not r16["offline"]["claimed"] and "float16" in r16["offline"]["unclaimed_because"][0]
     from hase.inference.node_model import precision_risk
     assert "float16" in precision_risk(r16["kernels"]) and precision_risk(r32["kernels"]) == ""
@@ -429,3 +432,50 @@ def test_a_pure_float16_model_is_analysed_as_its_float32_copy(tmp_path, monkeypa
     assert not r16["offline"]["claimed"] and any("float32 copy" in w for w in r16["offline"]["unclaimed_because"])
     assert offline_cuda.pure_float16(offline_cuda.load_model(f16, load_weights=False))
     assert not offline_cuda.pure_float16(offline_cuda.load_model(f32, load_weights=False))
+
+
+def test_a_mixed_float16_model_gets_the_cuda_eps_fusions_and_keeps_its_float32_island(tmp_path, monkeypatch):
+    """A float16 model with a float32 island between Casts of its own: the CPU EP alone would inline its float16
+    Softmax and leave its float16 Gelu (erf) apart. Analysed as the float32 copy of its level-1 graph, it gets the
+    CUDA EP's Softmax and Gelu kernels in float16, while the island stays float32 behind the model's own Casts."""
+    import torch
+    import torch.nn as nn
+    monkeypatch.setenv("HASE_HOME", str(tmp_path))
+    from hase.ort_analysis import offline_cuda
+
+    class Mixed(nn.Module):
+        def __init__(self, d=32):
+            super().__init__()
+            self.a, self.b = nn.Linear(d, d), nn.Linear(d, d)
+
+        def forward(self, x):
+            h = torch.softmax(self.a(x), dim=-1)
+            s = (h.float() * 3.0 + 1.0).to(h.dtype)     # the float32 island
+            return nn.functional.gelu(self.b(s))        # erf form
+
+    torch.manual_seed(0)
+    f16 = tmp_path / "mixed16.onnx"
+    torch.onnx.export(Mixed().eval().half(), (torch.randn(4, 8, 32).half(),), str(f16), opset_version=17, dynamo=False)
+    orig = offline_cuda.load_model(f16, load_weights=False)
+    assert offline_cuda.mixed_float16(orig) and not offline_cuda.pure_float16(orig)
+    dtypes = offline_cuda.model_dtypes(orig)
+    island = {n.name for n in orig.graph.node if n.op_type not in ("Cast", "Constant")
+              and dtypes.get(n.output[0]) == "float32"}
+    assert len(island) == 2   # Mul, Add
+
+    r = offline_cuda.analyse(f16)
+    types = [k["type"] for k in r["kernels"]]
+    for fused in ("Softmax", "Gelu"):
+        ks = [k for k in r["kernels"] if k["type"] == fused]
+        assert len(ks) == 1 and {e["dtype"] for e in ks[0]["inputs"] + ks[0]["outputs"] if e} == {"float16"}
+    assert not {"Erf", "Exp", "ReduceMax", "ReduceSum"} & set(types)
+    isl = [k for k in r["kernels"] if k["node_name"] in island]
+    assert len(isl) == len(island) and {e["dtype"] for k in isl for e in k["inputs"] + k["outputs"] if e} == {"float32"}
+    casts = [k for k in r["kernels"] if k["op_type"] == "Cast"]
+    assert sorted((k["inputs"][0]["dtype"], k["outputs"][0]["dtype"]) for k in casts) == [
+        ("float16", "float32"), ("float32", "float16")]
+    assert not any(k["node_name"].startswith(offline_cuda.CPU_CAST_PREFIX) for k in r["kernels"])
+    assert not r["offline"]["claimed"] and "mixed float16" in r["offline"]["unclaimed_because"][0]
+    # the CPU EP's own rewrite of the float16 model (the road before) inlines Softmax and leaves Gelu apart
+    before = offline_cuda._analyse(f16, orig, None, 0, 64, None)
+    assert not {"Gelu", "Softmax"} & {k["type"] for k in before["kernels"]}

@@ -81,5 +81,9 @@ def load_term(path: Path):
         if c not in t.get("classes", {}):
             from hase.utils.errors import HaseError
             raise HaseError(f"classes.{c} missing", path)
-    t["path"] = str(path)
+    from hase.utils import paths
+    try:   # in a warning: the committed file as the repository names it
+        t["path"] = str(path.resolve().relative_to(paths.REPO))
+    except ValueError:
+        t["path"] = str(path)
     return t

@@ -15,6 +15,7 @@ H200 (3 machines, 66 processes): host x0.966, spread x0.37 (21.3% -> 7.8%). H100
 x0.93: binding did not help there, and a prediction says so.
 """
 import json
+import math
 from pathlib import Path
 
 from hase.utils import paths
@@ -27,21 +28,35 @@ def study_path(gpu_slug: str) -> Path:
 
 def pinned_factors(gpu_slug: str):
     """{host_scale, spread_scale, processes, source} for a process bound to one CPU on this GPU's machines; None
-    when no host-speed study was measured for it."""
+    when no host-speed study was measured for it. A study that is there but unreadable (not JSON, a setting not an
+    object, a number missing, not finite or not positive) is one line naming the field."""
     path = study_path(gpu_slug) if gpu_slug else None
     if path is None or not path.exists():
         return None
-    s = json.loads(path.read_text()).get("by_setting") or {}
-    d, o = s.get("default"), s.get("one_cpu")
-    if not d or not o:
+    try:
+        study = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise HaseError(f"not a host-speed study (JSON): {e}", path)
+    s = (study.get("by_setting") if isinstance(study, dict) else None) or {}
+    d, o = (s.get("default"), s.get("one_cpu")) if isinstance(s, dict) else (None, None)
+    if not isinstance(d, dict) or not isinstance(o, dict) or not d or not o:
         raise HaseError("by_setting.default and by_setting.one_cpu are required", path)
-    for k in ("latency_vs_fastest", "latency_spread_pct"):
-        if not (float(d.get(k) or 0) > 0 and float(o.get(k) or 0) > 0):
-            raise HaseError(f"by_setting.*.{k} must be positive", path)
+    for name, x in (("default", d), ("one_cpu", o)):
+        for k in ("latency_vs_fastest", "latency_spread_pct"):
+            v = x.get(k)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise HaseError(f"by_setting.{name}.{k} must be a positive number, not {json.dumps(v)}", path)
+        n = x.get("processes")
+        if n is not None and (isinstance(n, bool) or not isinstance(n, (int, float)) or not math.isfinite(n) or n < 0):
+            raise HaseError(f"by_setting.{name}.processes must be a count, not {json.dumps(n)}", path)
+    try:   # in the note: the committed file as the repository names it
+        source = str(Path(path).relative_to(paths.REPO))
+    except ValueError:
+        source = str(path)
     return {"host_scale": float(o["latency_vs_fastest"]) / float(d["latency_vs_fastest"]),
             "spread_scale": float(o["latency_spread_pct"]) / float(d["latency_spread_pct"]),
             "processes": {"default": int(d.get("processes") or 0), "one_cpu": int(o.get("processes") or 0)},
-            "source": str(path.relative_to(paths.REPO))}
+            "source": source}
 
 
 def pinned(prep: dict, spread, f: dict):

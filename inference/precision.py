@@ -72,15 +72,32 @@ def term_path(gpu_slug: str = "", root: Path = None) -> Path:
 
 
 def load_term(path: Path):
-    """The fitted term, or None when the file is missing (the float16 nodes then stay priced by the trees)."""
+    """The fitted term, or None when the file is missing (the float16 nodes then stay priced by the trees). A file
+    that is there but is not a term (not JSON, a class or its floor_us/ratio missing, not a finite number, outside
+    floor >= 0 and ratio > 0) is one line naming the field, here rather than a KeyError in the middle of a
+    prediction."""
+    from hase.utils.errors import HaseError
     path = Path(path)
     if not path.exists():
         return None
-    t = json.loads(path.read_text())
+    try:
+        t = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise HaseError(f"not a float16 term (JSON): {e}", path)
+    classes = t.get("classes") if isinstance(t, dict) else None
+    if not isinstance(classes, dict):
+        raise HaseError("classes missing (an object {conv, gemm, mem})", path)
     for c in ("conv", "gemm", "mem"):
-        if c not in t.get("classes", {}):
-            from hase.utils.errors import HaseError
+        if c not in classes:
             raise HaseError(f"classes.{c} missing", path)
+    for c in ("conv", "gemm", "mem"):
+        for k in ("floor_us", "ratio"):
+            v = classes[c].get(k) if isinstance(classes[c], dict) else None
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v):
+                raise HaseError(f"classes.{c}.{k} must be a finite number, not {json.dumps(v)}", path)
+        if classes[c]["floor_us"] < 0 or classes[c]["ratio"] <= 0:
+            raise HaseError(f"classes.{c}: floor_us must be >= 0 and ratio > 0 (got {classes[c]['floor_us']}, "
+                            f"{classes[c]['ratio']})", path)
     from hase.utils import paths
     try:   # in a warning: the committed file as the repository names it
         t["path"] = str(path.resolve().relative_to(paths.REPO))

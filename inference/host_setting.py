@@ -60,11 +60,12 @@ def pinned_factors(gpu_slug: str):
 
 
 def pinned(prep: dict, spread, f: dict):
-    """(prep, spread) for a process bound to one CPU: host terms scaled, host quantiles pulled toward 1."""
+    """(prep, spread) for a process bound to one CPU: host terms scaled, host quantiles pulled toward 1 (or pushed
+    away from it where binding widened the spread: the low quantile then stops at 0, never a negative host time)."""
     prep = dict(prep, h=prep["h"] * f["host_scale"])   # the copies were not part of the study: left as they are
     if spread:
         k = f["spread_scale"]
-        spread = dict(spread, **{key: [1.0 - (1.0 - spread[key][0]) * k, 1.0 + (spread[key][1] - 1.0) * k]
+        spread = dict(spread, **{key: [max(1.0 - (1.0 - spread[key][0]) * k, 0.0), 1.0 + (spread[key][1] - 1.0) * k]
                                  for key in ("host_sum_us", "before_us") if key in spread})
     return prep, spread
 

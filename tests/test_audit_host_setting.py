@@ -54,3 +54,14 @@ def test_the_committed_studies_still_load():
     for gpu in ("nvidia-h200", "nvidia-h100"):
         s = host_setting.pinned_factors(gpu)
         assert s["source"] == f"benchmark/results/{gpu}/host_speed/summary.json" and 0.5 < s["host_scale"] < 1.5
+
+
+def test_a_study_where_binding_widened_the_spread_never_gives_a_negative_host_time():
+    """spread_scale > 1 pushes the quantiles away from 1: the low one stopped below 0 (0.84 at x8: -0.28), a p10
+    with negative host dispatch."""
+    import numpy as np
+    prep = {"h": np.array([10.0])}
+    _, s = host_setting.pinned(prep, {"host_sum_us": [0.84, 1.27], "before_us": [0.83, 1.24]},
+                               {"host_scale": 1.0, "spread_scale": 8.0})
+    assert s["host_sum_us"][0] == 0.0 and s["before_us"][0] == 0.0
+    assert s["host_sum_us"][1] == pytest.approx(1.0 + 0.27 * 8)

@@ -92,6 +92,9 @@ def format_sweep(model: str, target: str, dim: str, rows: list, slo_ms=None) -> 
     for v, r in rows:
         lines.append(f"  {v:>8d} {r.total_ms:>11.3f} {f'{r.p10_ms:.3f}-{r.p90_ms:.3f}':>17s} "
                      f"{v / r.total_ms * 1e3:>12.0f}" + (f"  {'yes' if r.p90_ms <= slo_ms else 'no'}" if slo_ms else ""))
+    note = rows[0][1].details.get("host_setting", "") if rows else ""
+    if rows and (rows[0][1].provenance.get("session_options") or {}).get("cpu_pinned"):
+        lines.append(f"  {note}")
     if slo_ms:
         ok = [v for v, r in rows if r.p90_ms <= slo_ms]
         lines.append(f"  largest {dim} with p90 <= {slo_ms:g} ms: {max(ok)}" if ok else

@@ -138,11 +138,12 @@ def precision_risk(kernels: list, trained=TRAINED_FLOAT_DTYPES, term=None) -> st
     n = sum(1 for k in kernels if float_dtypes([k]) & set(other))
     if term and other == ["float16"]:
         j, f = term.get("leave_one_arch_out") or {}, term.get("fitted_on") or {}
+        n = sum(1 for k in kernels if float_dtypes([k]) == {"float16"})   # the nodes the term prices (no Casts)
         return (f"{n} of {len(kernels)} kernels compute in float16: priced as float32 nodes of the same shapes times "
                 f"the float16 term ({term.get('path', 'precision/float16_term.json')}), measured on "
                 f"{f.get('models', '?')} float16 twins of {len(f.get('architectures') or [])} architectures on one "
                 f"H100 (leave one architecture out: {j.get('mape_pct', float('nan')):.1f}% on the GPU sum); "
-                f"not yet checked on an H200")
+                f"not yet checked on another GPU (H200 included)")
     return (f"{n} of {len(kernels)} kernels compute in {', '.join(other)}; the predictor was trained on "
             f"{', '.join(trained)} models only: reduced-precision kernels (tensor cores, half the bytes) are priced "
             f"by their FLOPs and bytes as {trained[0]} kernels of those sizes, and how far off that is has not been "

@@ -77,7 +77,9 @@ def prepare_record(record: dict, predictor, model: dict) -> dict:
     kernels = record["kernels"]
     # float16 nodes on the GPU: the trees price their float32 views, the float16 term takes it from there
     # (inference/precision.py); the trees never saw a float16 node
-    term = precision.load_term(precision.term_path(gpu_slug(model))) if record.get("device") == "cuda" else None
+    trained = (getattr(predictor, "manifest", None) or {}).get("float_dtypes") or []
+    term = (precision.load_term(precision.term_path(gpu_slug(model)))
+            if record.get("device") == "cuda" and "float16" not in trained else None)   # trees that know float16: as is
     priced, f16 = precision.views(kernels) if term else (kernels, None)
     if isinstance(predictor, NodeModel):   # predicts the host dispatch per node too: both trees in one pass
         gpu_us, host = predictor.predict(priced)

@@ -52,7 +52,7 @@ def test_pinned_prediction_follows_each_gpus_study(records, monkeypatch):
     g, g2 = h200.predict(r32), h200.predict(r32, options={"cpu_pinned": True})
     assert abs(g2.total_ms / g.total_ms - 1) < abs(b.total_ms / a.total_ms - 1)   # GPU-bound: moves less
     assert "did not narrow" in h100.predict(r1, options={"cpu_pinned": True}).details["host_setting"]
-    with pytest.raises(HaseError, match="cpu_pinned must be true or false"):
+    with pytest.raises(HaseError, match=r"^options\.cpu_pinned must be true or false"):
         h200.predict(r1, options={"cpu_pinned": "yes"})
     monkeypatch.setattr(host_setting, "study_path", lambda slug: Path("/nonexistent/summary.json"))
     c = h200.predict(r1, options={"cpu_pinned": True})

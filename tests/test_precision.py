@@ -73,6 +73,24 @@ def test_a_float16_record_is_priced_by_the_term_and_says_so(h100, monkeypatch):
     assert again32["kernel_ms"] == plain32["kernel_ms"]
     s16, s0, s32 = with_term["standalone_sum_ms"], without["standalone_sum_ms"], plain32["standalone_sum_ms"]
     assert s16 < s0 and s16 < s32
-    assert any("float16 term" in r and "not yet checked on an H200" in r for r in with_term["risks"])
+    assert any("float16 term" in r and "not yet checked on another GPU" in r for r in with_term["risks"])
     assert any("has not been measured" in r for r in without["risks"])
     assert np.isfinite(s16) and s16 > 0.3 * s32          # the term's ratios are bounded below by 0.3
+
+
+def test_the_warning_counts_the_nodes_the_term_priced_and_trees_that_know_float16_are_left_alone(h100):
+    """The float16 line counted the model's Casts (float16 in, float32 out) as priced by the term; and a node model
+    whose manifest says it was trained on float16 would have been corrected twice."""
+    from hase.inference.node_model import precision_risk
+    from hase.inference.runtime import prepare_record
+    cast = _k("Cast")
+    cast["outputs"][0]["dtype"] = "float32"
+    line = precision_risk([_k("Conv"), cast, _k("Relu", "float32")], ("float32",), dict(TERM, path="t.json"))
+    assert line.startswith("1 of 3 kernels compute in float16")
+    recs, model, pred = h100
+    r16 = recs["resnet50-fp16_bs32_224x224"]
+    priced = prepare_record(r16, pred, model)["standalone_sum_ms"]
+    knows = type(pred).__new__(type(pred))
+    knows.__dict__.update(pred.__dict__, manifest=dict(pred.manifest, float_dtypes=["float16", "float32"]))
+    as_is = prepare_record(r16, knows, model)
+    assert as_is["standalone_sum_ms"] > priced and not any("float16 term" in r for r in as_is["risks"])

@@ -570,15 +570,8 @@ def float32_copy(onnx_path: Path, out_dir: Path) -> Path:
 
 def as_float16(rec: dict) -> None:
     """Every float32 tensor of a record made from a float32 copy float16 again (in place), bytes, signatures and
-    edges made anew."""
-    def half(e):
-        return {**e, "dtype": "float16"} if e and e.get("dtype") == "float32" else e
-    for k in rec["kernels"]:
-        k["inputs"] = [half(e) for e in k["inputs"]]
-        k["outputs"] = [half(e) for e in k["outputs"]]
-    rec["graph_inputs"] = [half(e) for e in rec.get("graph_inputs", [])]
-    rec["graph_outputs"] = [half(e) for e in rec.get("graph_outputs", [])]
-    _remake(rec, rec["kernels"])
+    edges made anew: as_model_dtypes with no tensor of the model in float32."""
+    as_model_dtypes(rec, {})
 
 
 def _remake(rec: dict, kernels: list) -> None:

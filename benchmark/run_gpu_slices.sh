@@ -21,6 +21,29 @@ list() { local IFS=,; echo "[$*]"; }
 quiet() { grep -vE "Warning|_warn_once|plugin EP"; }
 TRACE=(python3 benchmark/trace_run.py --device cuda --set warmup=10 --set profiled_runs=3 --set cupti_runs=6
        --set budget_ms=150 --set min_loops=10 --set "sessions=${SESSIONS:-2}" --set trace_sessions=0)
+# the tables of whatever stages are done (alone: run_gpu_slices.sh JOB pack, e.g. before the call limit)
+pack() {
+R=$HASE_HOME/benchmark/results
+cp $R/slices/load_calibration.csv "$JOB"/ 2>/dev/null
+G=$(ls -d "$R"/nvidia-* 2>/dev/null | head -1)  # the GPU it ran on (trace_run names the folder)
+python3 - "$G" "$JOB/slices_sessions.csv" <<'PY'
+import sys, glob, pandas as pd
+fs = sorted(glob.glob(sys.argv[1] + "/load_*/trace_sessions.csv"))
+pd.concat([pd.read_csv(f).assign(load=f.split("/")[-2][5:]) for f in fs]).to_csv(sys.argv[2], index=False)
+PY
+# per-node medians over the sessions (the per-session sums are in slices_sessions.csv): small enough to commit
+python3 - "$G" "$JOB/slices_nodes_median.csv.xz" <<'PY'
+import sys, glob, pandas as pd
+fs = sorted(glob.glob(sys.argv[1] + "/load_*/trace_nodes.csv"))
+n = pd.concat([pd.read_csv(f, usecols=["model", "session", "node", "op", "host_us", "gpu_us", "gpu_idle_before_us",
+                                       "launches"]).assign(load=f.split("/")[-2][5:]) for f in fs])
+g = n.groupby(["load", "model", "node", "op"], sort=False)
+out = g[["host_us", "gpu_us", "gpu_idle_before_us", "launches"]].median()
+out["sessions"] = g.size()
+out.reset_index().to_csv(sys.argv[2], index=False, float_format="%.4g")
+PY
+}
+[ "${2:-}" = pack ] && { pack; exit 0; }
 {
 for mb in "${MODELS[@]}"; do export_model "${mb%%:*}" "${mb##*:}" 224; done
 FILES=$(list $(for mb in "${MODELS[@]}"; do echo "$M/${mb%%:*}_bs${mb##*:}_224x224.onnx"; done))
@@ -45,7 +68,8 @@ for nk in "${LOADS[@]}"; do
   CP=$!
   for i in $(seq 60); do grep -q READY "$JOB/$n.out" 2>/dev/null && break; sleep 1; done
   sleep 2
-  "${TRACE[@]}" --set "out=load_${n}@${k}" --set "models=$FILES" 2>&1 | quiet
+  # a loaded stage is not an idle reference: trace_run's idle check (idle_busy_max) is off here
+  "${TRACE[@]}" --set "out=load_${n}@${k}" --set idle_busy_max=2 --set "models=$FILES" 2>&1 | quiet
   kill $CP; wait $CP 2>/dev/null
 done
 # idle again after the loads: separates "idle" from "measured first on a fresh machine" (host dispatch was
@@ -54,22 +78,5 @@ echo "stage idle_end"
 "${TRACE[@]}" --set out=load_idle_end --set "models=$FILES" 2>&1 | quiet
 echo "stage done"
 } 2>&1 | tee "$JOB/log.txt"
-R=$HASE_HOME/benchmark/results
-cp $R/slices/load_calibration.csv "$JOB"/ 2>/dev/null
-python3 - "$R/nvidia-h200" "$JOB/slices_sessions.csv" <<'PY'
-import sys, glob, pandas as pd
-fs = sorted(glob.glob(sys.argv[1] + "/load_*/trace_sessions.csv"))
-pd.concat([pd.read_csv(f).assign(load=f.split("/")[-2][5:]) for f in fs]).to_csv(sys.argv[2], index=False)
-PY
-# per-node medians over the sessions (the per-session sums are in slices_sessions.csv): small enough to commit
-python3 - "$R/nvidia-h200" "$JOB/slices_nodes_median.csv.xz" <<'PY'
-import sys, glob, pandas as pd
-fs = sorted(glob.glob(sys.argv[1] + "/load_*/trace_nodes.csv"))
-n = pd.concat([pd.read_csv(f, usecols=["model", "session", "node", "op", "host_us", "gpu_us", "gpu_idle_before_us",
-                                       "launches"]).assign(load=f.split("/")[-2][5:]) for f in fs])
-g = n.groupby(["load", "model", "node", "op"], sort=False)
-out = g[["host_us", "gpu_us", "gpu_idle_before_us", "launches"]].median()
-out["sessions"] = g.size()
-out.reset_index().to_csv(sys.argv[2], index=False, float_format="%.4g")
-PY
+pack
 touch "$JOB/DONE"

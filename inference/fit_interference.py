@@ -51,6 +51,8 @@ DEFAULTS = {"interference_dirs": ["benchmark/results/nvidia-h200/interference/ma
             # training loads, it helped them (slices_memory_1ms@0.5 26 -> 21%) but not the held-out kinds
             # (13.0% vs 12.7%): off
             "fit_gamma": False,
+            # a number: use this alpha instead of fitting it (another GPU's, to check that it carries over)
+            "alpha": None,
             "out": "inference/results/nvidia-h200/interference",
             "summary": "inference/results/nvidia-h200/summary.json"}
 IDLE, IDLE_END = "idle", "idle_end"
@@ -203,8 +205,12 @@ def main() -> int:
     lab["sm_clock_mhz"] = [loads[ld]["bg_" + CLOCK] for ld in lab["load"]]
 
     lab["mem"] = [tm.load_terms(loads[ld], idle_clock)["mem"] for ld in lab["load"]]
-    params.update(fit_alpha(lab, preps, params, loads, idle_clock, bool(cfg["fit_gamma"])))
-    log.info("alpha = %.3f, gamma = %.3f (fitted on %d training-neighbour cases)", params["alpha"], params["gamma"],
+    if cfg.get("alpha") is None:
+        params.update(fit_alpha(lab, preps, params, loads, idle_clock, bool(cfg["fit_gamma"])))
+    else:
+        params["alpha"] = float(cfg["alpha"])
+    log.info("alpha = %.3f, gamma = %.3f (%s %d training-neighbour cases)", params["alpha"], params["gamma"],
+             "fitted on" if cfg.get("alpha") is None else "given in the config; not fitted on the",
              int((lab["kind"] == "training neighbour").sum()))
     pred = predictions(preps, params, loads, idle_clock, base.get("spread"), True)
     per_launch = dict(base["params"])   # the per-launch wait this replaces (fitted evaluator load terms)
@@ -257,7 +263,8 @@ def main() -> int:
     model["statistic"] = f"median over sessions at idle; {cfg['statistic']} of runs under load"
     free = ("alpha", "gamma") if cfg["fit_gamma"] else ("alpha",)
     model["interference_fit"] = {"alpha": params["alpha"], "gamma": params["gamma"], "fitted_on": summary["train_neighbours"],
-                                 "source": [str(d) for d in dirs], "at_bounds": tm.at_bounds(params, free)}
+                                 "source": [str(d) for d in dirs], "at_bounds": tm.at_bounds(params, free),
+                                 "alpha_from": "fit" if cfg.get("alpha") is None else "config (not fitted)"}
     model["load_params_from"] = "fit_interference.py (alpha); beta_us and clock_exp not used (0)"
     tm.save(model, out / "timeline_model.json")
     paths.atomic_write_text(out / "cases.csv", cases.to_csv(index=False, float_format="%.5g"))

@@ -9,8 +9,9 @@
 #         for the H100's host/copy terms and for comparison)
 #   H100: the H100's own corpus timeline (fit_corpus_timeline.py on benchmark/results/nvidia-h100/corpus/: node model
 #         on the H100's CUPTI and host times; refit in session 20 on the v11 split with host_from_clean (1,061 traced models of 378 architectures; machine i's exam v10 trace added the 15 families no H100 had run; out of fold 17.2%, 17.8% without host_from_clean); the session-19 fit scored exam v10 26.4% (machine i, a fast host: 22.1% calibrated), the v8-split fit scored exam v9 22.0% (dlrm +110%, ssm -77%: families it never traced), the v7-split fit scored exam v7 18.9% (200 models, machine g), the v4-split fit exam v6 18.7% (3 clean sessions, one machine), exam v4 16.2% (one machine, clean labels), exam v3 14.3% (exam v2: 13.5%, against 30.7% for the kernel-space default),
-#         inference/results/nvidia-h100/exam_v3/) with the H200 default's interference terms (no H100 measurement under
-#         load) -> inference/results/nvidia-h100/default/, judged on the old H100 sessions -> judged_default/
+#         inference/results/nvidia-h100/exam_v3/) with run-level interference fitted on the H100's own training
+#         neighbours (session 24; before it the H200's alpha) -> inference/results/nvidia-h100/default/, judged on the
+#         old H100 sessions -> judged_default/
 # The ten outside architectures' kernels are in these predictors' data: their "held-out arch" rows are no longer
 # held out (the judged, held-out numbers are the -kspace-noheldout ones in measured/, interference/, judged_*).
 #   bash inference/make_default_timelines.sh
@@ -23,21 +24,28 @@ $PY inference/fit_measured_timeline.py --set predictor_dir=training/predictors/n
   --set out=$R/nvidia-h200/default_measured --set 'summary=""'
 $PY inference/fit_interference.py --set timeline_model=$R/nvidia-h200/corpus/timeline_model.json \
   --set out=$R/nvidia-h200/default --set 'summary=""'
+# H100 interference: alpha fitted on the H100's own training neighbours (benchmark/results/nvidia-h100/interference/,
+# one machine, 2 sessions per case, hence min_sessions=2); the graph records are the corpus's (ORT's graph does not
+# depend on the Hopper card)
+$PY inference/fit_interference.py --set timeline_model=$R/nvidia-h100/corpus/timeline_model.json \
+  --set "interference_dirs=[benchmark/results/nvidia-h100/interference/machine_*]" \
+  --set records=ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz --set min_sessions=2 \
+  --set out=$R/nvidia-h100/interference --set 'summary=""'
 $PY - <<'PY'
 import json
 from pathlib import Path
-h200 = json.loads(Path("inference/results/nvidia-h200/default/timeline_model.json").read_text())
 p = Path("inference/results/nvidia-h100/default/timeline_model.json")
-m = json.loads(Path("inference/results/nvidia-h100/corpus/timeline_model.json").read_text())
-m["interference"] = h200["interference"]
-m["params"].update({k: h200["params"][k] for k in ("alpha", "beta_us", "clock_exp", "gamma")})
-m["load_params_from"] = "inference/results/nvidia-h200/default (fit_interference.py on H200 machines)"
+m = json.loads(Path("inference/results/nvidia-h100/interference/timeline_model.json").read_text())
+s = json.loads(Path("inference/results/nvidia-h100/interference/summary.json").read_text())
+h = s["by_split"]["held-out neighbour / all archs"]["e2e"]
+m["load_params_from"] = "inference/results/nvidia-h100/interference (fit_interference.py on an H100 machine)"
 # the idle accuracy users are told is the latest scored H100 exam's (score_exam.py keeps it at <gpu>/exam/)
 ex = json.loads(Path("inference/results/nvidia-h100/exam/summary.json").read_text())
 m["warnings_for_users"] = [
-    f"nvidia-h100: interference terms were measured on H200 machines (idle terms are the H100's own; the last H100 "
-    f"exam, {ex['exam'].replace('exam_', '')}: {ex['overall']['mape_pct']:.1f}% MAPE, {ex['models']} models, "
-    f"{ex['sessions_per_model']} clean sessions on {ex['machines']} H100 machine(s), {ex['report']})"]
+    f"nvidia-h100: the interference term is fitted on {s['machines']} H100 machine(s) (held-out neighbours "
+    f"{h['mape_pct']:.1f}% MAPE on {h['n']} cases); the last H100 exam, {ex['exam'].replace('exam_', '')}: "
+    f"{ex['overall']['mape_pct']:.1f}% MAPE, {ex['models']} models, "
+    f"{ex['sessions_per_model']} clean sessions on {ex['machines']} H100 machine(s), {ex['report']}"]
 p.write_text(json.dumps(m, indent=1) + "\n")
 PY
 $PY inference/judge_timeline.py --set timeline_model=$R/nvidia-h100/default/timeline_model.json \

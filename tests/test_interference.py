@@ -140,6 +140,26 @@ def test_fit_on_committed_h200_neighbours(tmp_path):
     assert model["interference"] == tm.RUN_SHARE and model["params"]["alpha"] == pytest.approx(s["alpha"])
 
 
+def test_fit_on_committed_h100_neighbours_and_a_given_alpha(tmp_path):
+    """The same code on the H100's own neighbours (one machine, 2 sessions a case): alpha fitted inside its
+    range, the clock-pulling neighbour judged as held out; with `alpha` set, that alpha is used, not fitted."""
+    h100 = ["--set", "interference_dirs=[benchmark/results/nvidia-h100/interference/machine_*]",
+            "--set", "timeline_model=inference/results/nvidia-h100/corpus/timeline_model.json",
+            "--set", "records=ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz",
+            "--set", "min_sessions=2", "--set", "summary="]
+    fitted, given = tmp_path / "fit", tmp_path / "given"
+    run_script([str(REPO / "inference" / "fit_interference.py"), *h100, "--set", f"out={fitted}"], tmp_path,
+               cwd=REPO, timeout=600)
+    s = json.loads((fitted / "summary.json").read_text())
+    assert tm.LOWER["alpha"] < s["alpha"] < tm.UPPER["alpha"]
+    assert "tc_gemm_bursts@0.5" in s["heldout_neighbours"] and s["by_split"]["held-out neighbour / all archs"]["cases"] > 0
+    run_script([str(REPO / "inference" / "fit_interference.py"), *h100, "--set", f"out={given}", "--set", "alpha=1.5"],
+               tmp_path, cwd=REPO, timeout=600)
+    g = json.loads((given / "timeline_model.json").read_text())
+    assert g["params"]["alpha"] == 1.5 and g["interference_fit"]["alpha_from"].startswith("config")
+    assert json.loads((fitted / "timeline_model.json").read_text())["interference_fit"]["alpha_from"] == "fit"
+
+
 def test_missing_calibration_row_names_the_load(tmp_path):
     src = REPO / "benchmark" / "results" / "nvidia-h200" / "interference" / "machine_b"
     d = tmp_path / "machine_x"

@@ -246,3 +246,18 @@ def test_a_timeline_without_interference_terms_says_it_predicts_at_idle(tmp_path
     xeon = json.loads((REPO / "inference" / "results" / "cpu-intel-r-xeon-r-processor" /
                        "timeline_model.json").read_text())
     assert not tm.has_load_terms(xeon)
+
+
+def test_slowdown_is_read_within_each_machine():
+    """Two machines of different host speed: the pooled ratio would mix them; within each machine it does not."""
+    rows = []
+    for machine, idle, loaded in (("fast", 1.0, 1.1), ("slow", 1.5, None)):
+        for s in range(2):
+            rows.append({"machine": machine, "model": "m", "load": "idle", "session": s, "e2e_mean_ms": idle})
+            if loaded is not None:
+                rows.append({"machine": machine, "model": "m", "load": "x@0.5", "session": s, "e2e_mean_ms": loaded})
+    rows.append({"machine": "slow", "model": "m", "load": "y@0.5", "session": 0, "e2e_mean_ms": 1.8})
+    rows.append({"machine": "other", "model": "m", "load": "y@0.5", "session": 0, "e2e_mean_ms": 9.0})  # no idle
+    sd = fi.machine_slowdowns(pd.DataFrame(rows), "mean")
+    assert sd[("m", "x@0.5")] == pytest.approx(1.1)      # pooled: 1.1 / 1.25 = 0.88
+    assert sd[("m", "y@0.5")] == pytest.approx(1.2)      # the machine without an idle label is left out

@@ -404,6 +404,9 @@ class Predictor:
             for t in res.get("unseen_types") or []:
                 warns.append(f"kernel type '{t}' was not in the training data; predicted by the generic "
                              f"FLOPs/bytes model")
+            for t, kin in (res.get("kin_types") or {}).items():
+                warns.append(f"kernel type '{t}' was not in the training data; priced as '{kin}' (the same CUDA "
+                             f"kernel family, inference/node_model.py KIN)")
             warns += list(res.get("risks") or [])
             from hase.inference.runtime import idle_above_loaded
             odd = idle_above_loaded(res, model)   # the timeline's idle reference was itself measured under load

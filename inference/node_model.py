@@ -11,7 +11,10 @@ corpus's training architectures (benchmark/results/<gpu>/corpus/, medians over s
 Features (training/features.py's kernel features + the shape of every activation input): the op type (its code
 in the training vocabulary; -1 = unseen), FLOPs, bytes, elements, the conv geometry and the second operand of a
 MatMul (attention's q @ k^T is two activations). An op type absent from training is predicted from the generic
-features alone and counted (`unseen_types`, fallback share of predicted time).
+features alone and counted (`unseen_types`, fallback share of predicted time), unless it has a kin in the
+training vocabulary (KIN below): an op ORT's CUDA EP runs through the same kernel template and dispatch path as a
+trained type (LessOrEqual and Greater: one binary-elementwise template with a bool output; GatherElements and
+Gather: an index read per output element) is priced with that type's code and named in `kin_types`.
 
 Recurrent nodes (LSTM, GRU, RNN: one ONNX node for the whole sequence) run one step after the other: ORT launches
 a few kernels per time step and direction (4,106 launches for a 2-layer bidirectional LSTM over 512 steps), so both
@@ -179,6 +182,40 @@ def one_step(k: dict) -> dict:
                 bytes_written=float(k.get("bytes_written") or 0) / t)
 
 
+# An op type absent from training -> trained types of the same CUDA kernel family, in order of preference: the
+# first one in the model's vocabulary lends its code. Only ops whose cost follows the same features (elementwise
+# bytes, reduced elements, gathered elements, a matmul's FLOPs) are listed; anything else stays unseen.
+_CMP = ("Greater", "Equal", "Sub")                  # binary elementwise (ORT's BinaryElementwise), bool out
+_UNARY = ("Abs", "Neg", "Relu", "Sqrt")             # unary elementwise, memory-bound
+KIN = {**{t: _CMP for t in ("Less", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "BitwiseAnd",
+                            "BitwiseOr", "BitwiseXor")},
+       **{t: _UNARY for t in ("Floor", "Ceil", "Round", "Sign", "Not", "IsNaN", "IsInf", "BitwiseNot")},
+       **{t: ("Exp", "Erf", "Sin") + _UNARY for t in ("Log", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh")},
+       "Min": ("Max", "Add"), "Sum": ("Add",), "Mean": ("Add",),
+       "ReduceMin": ("ReduceMax", "ReduceSum"), "ArgMax": ("ReduceMax", "ReduceSum"),
+       "ArgMin": ("ReduceMax", "ReduceSum"), "ReduceProd": ("ReduceSum",), "ReduceSumSquare": ("ReduceSum",),
+       "ReduceL1": ("ReduceL2", "ReduceSum"), "ReduceLogSumExp": ("ReduceSum",), "LpNormalization": ("ReduceL2",),
+       "GatherElements": ("Gather", "ScatterElements"), "GatherND": ("Gather", "ScatterND"),
+       "ScatterND": ("ScatterElements",), "ScatterElements": ("ScatterND",),
+       "GlobalMaxPool": ("GlobalAveragePool",), "LogSoftmax": ("Softmax",),
+       "Selu": ("Elu", "LeakyRelu"), "Celu": ("Elu",), "ThresholdedRelu": ("Relu",), "Softsign": ("Softplus",),
+       "FastGelu": ("Gelu", "QuickGelu"), "BiasGelu": ("Gelu", "QuickGelu"), "BiasAdd": ("Add",),
+       "SkipSimplifiedLayerNormalization": ("SkipLayerNormalization", "SimplifiedLayerNormalization"),
+       "FusedMatMul": ("MatMul",), "FusedGemm": ("Gemm",), "FusedConv": ("Conv",),
+       "GroupNormalization": ("InstanceNormalization",), "SpaceToDepth": ("DepthToSpace",)}
+
+
+def kin_codes(type_codes: dict) -> dict:
+    """{op type: code}: the vocabulary plus every KIN op whose kin is in it (the kin's code)."""
+    out = dict(type_codes)
+    for t, kin in KIN.items():
+        if t not in out:
+            k = next((k for k in kin if k in type_codes), None)
+            if k is not None:
+                out[t] = type_codes[k]
+    return out
+
+
 def features(kernels: list, type_codes: dict) -> pd.DataFrame:
     f = feature_frame(kernels, [], type_codes)
     x = pd.DataFrame([extra_features(k) for k in kernels], index=f.index)
@@ -224,7 +261,7 @@ class NodeModel:
         per_step = bool(self.manifest.get("recurrent_per_step"))   # models fitted before the term: as they were
         kernels = with_context(kernels)   # the whole record in execution order (models fitted before: unused)
         steps = np.array([recurrent_steps(k) if per_step else 1 for k in kernels], float)
-        X, _ = features([one_step(k) for k in kernels] if per_step else kernels, self.type_codes)
+        X, _ = features([one_step(k) for k in kernels] if per_step else kernels, kin_codes(self.type_codes))
         x = X[self.manifest["features"]].to_numpy(np.float32)
         out = []
         for n in ("gpu", "host"):
@@ -238,7 +275,9 @@ class NodeModel:
         return out[0], out[1]
 
     def unseen(self, kernels: list) -> np.ndarray:
-        return np.array([self.type_codes.get(k["type"], UNSEEN_CODE) == UNSEEN_CODE for k in kernels])
+        """Kernels of a type neither trained nor with a trained kin (KIN): priced by the generic features alone."""
+        codes = kin_codes(self.type_codes)
+        return np.array([codes.get(k["type"], UNSEEN_CODE) == UNSEEN_CODE for k in kernels])
 
     def fallback_share(self, kernels: list, gpu_us) -> float:
         """Share of the predicted GPU time (gpu_us, one value per kernel) from kernels of unseen types."""
@@ -247,7 +286,14 @@ class NodeModel:
         return float(gpu_us[self.unseen(kernels)].sum() / total) if total > 0 else 0.0
 
     def unseen_types(self, kernels) -> list:
-        return sorted({k["type"] for k in kernels if k["type"] not in self.type_codes})
+        codes = kin_codes(self.type_codes)
+        return sorted({k["type"] for k in kernels if k["type"] not in codes})
+
+    def kin_types(self, kernels) -> dict:
+        """{op type: the trained type whose code prices it} for the model's ops that are priced by a kin."""
+        codes, inv = kin_codes(self.type_codes), {v: t for t, v in self.type_codes.items()}
+        return {k["type"]: inv[codes[k["type"]]] for k in kernels
+                if k["type"] not in self.type_codes and k["type"] in codes}
 
     def predict_kernels(self, record_kernels, load=None) -> dict:
         """{kernel id: in-model GPU ms} (the KernelPredictor interface)."""

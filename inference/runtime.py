@@ -94,6 +94,7 @@ def prepare_record(record: dict, predictor, model: dict) -> dict:
     prep["kernel_ms"] = kernel_ms
     prep["standalone_sum_ms"] = float(sum(kernel_ms.values()))
     prep["unseen_types"] = predictor.unseen_types(record["kernels"])
+    prep["kin_types"] = predictor.kin_types(record["kernels"]) if hasattr(predictor, "kin_types") else {}
     prep["risks"] = record_risks(record, predictor, term if f16 is not None else None)
     return prep
 
@@ -219,7 +220,8 @@ def predict_record(record: dict, predictor, load: dict, model=None, options=None
             "kernels": [{"id": k["id"], "type": k["type"], "predicted_ms": prep["kernel_ms"][k["id"]],
                          "host_us": float(h), "gpu_us": float(g)}
                         for k, h, g in zip(record["kernels"], host, gpu)],
-            "unseen_types": prep["unseen_types"], "risks": prep.get("risks", []),
+            "unseen_types": prep["unseen_types"], "kin_types": prep.get("kin_types", {}),
+            "risks": prep.get("risks", []),
             "per_node_note": per_node_note(host, record["device"]),
             "_prep": prep, "_host": host, "_gpu": gpu,
             "_copies_us": (res["h2d_us"], res["d2h_us"])}

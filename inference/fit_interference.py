@@ -53,6 +53,10 @@ DEFAULTS = {"interference_dirs": ["benchmark/results/nvidia-h200/interference/ma
             "fit_gamma": False,
             # a number: use this alpha instead of fitting it (another GPU's, to check that it carries over)
             "alpha": None,
+            # traced: the CUPTI-traced process's runs (what every committed neighbour folder has); clean: the runs
+            # of trace_run's child that never profiles (e2e_clean_*; the mean only in data from session 24 on).
+            # They differ next to neighbours (H100 m: clean median 0.77x traced next to small_infer)
+            "label": "traced",
             "out": "inference/results/nvidia-h200/interference",
             "summary": "inference/results/nvidia-h200/summary.json"}
 IDLE, IDLE_END = "idle", "idle_end"
@@ -187,6 +191,15 @@ def main() -> int:
     log = get_logger("inference", args.log_level)
     dirs = [Path(d) for d in paths.expand_globs(cfg["interference_dirs"]) if Path(d).is_dir()]
     sessions = read_machines(dirs, "slices_sessions.csv.gz", NEED_S, "interference session")
+    if cfg["label"] not in ("traced", "clean"):
+        raise HaseError(f"label must be traced or clean, not '{cfg['label']}'")
+    if cfg["label"] == "clean":
+        cols = {f"e2e_{q}_ms": f"e2e_clean_{q}_ms" for q in (cfg["statistic"], "p10", "p90")}
+        lack = [c for c in cols.values() if c not in sessions or sessions[c].isna().all()]
+        if lack:
+            raise HaseError(f"label clean: column '{lack[0]}' is absent (data traced before it was recorded)", dirs[0])
+        for a, b in cols.items():
+            sessions[a] = sessions[b]
     cal = read_machines(dirs, "load_calibration.csv", NEED_C, "load calibration")
     loads = load_metrics(cal)
     missing = sorted(set(sessions["load"]) - set(loads) - {IDLE_END})

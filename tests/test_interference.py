@@ -261,3 +261,15 @@ def test_slowdown_is_read_within_each_machine():
     sd = fi.machine_slowdowns(pd.DataFrame(rows), "mean")
     assert sd[("m", "x@0.5")] == pytest.approx(1.1)      # pooled: 1.1 / 1.25 = 0.88
     assert sd[("m", "y@0.5")] == pytest.approx(1.2)      # the machine without an idle label is left out
+
+
+def test_clean_label_needs_its_columns(tmp_path):
+    """label=clean reads the never-profiling process's runs; data traced before its mean was recorded is refused
+    in one line naming the column, and a label that is neither is named too."""
+    base = [str(REPO / "inference" / "fit_interference.py"), "--set",
+            "interference_dirs=[benchmark/results/nvidia-h100/interference/machine_m]", "--set", f"out={tmp_path / 'o'}",
+            "--set", "summary="]
+    p = run_script(base + ["--set", "label=clean"], tmp_path, cwd=REPO, check=False, timeout=300)
+    assert p.returncode != 0 and "column 'e2e_clean_mean_ms' is absent" in p.stderr
+    p = run_script(base + ["--set", "label=cuptified"], tmp_path, cwd=REPO, check=False, timeout=300)
+    assert p.returncode != 0 and "label must be traced or clean" in p.stderr

@@ -100,7 +100,11 @@ def chain_model(kind: str, n: int = CHAIN_N) -> tuple:
 
 
 # the throughput kernels' work per run (FLOP; bytes read and written for add): compute_model's shapes below
-COMPUTE_WORK = {"conv": 2 * 64 * 64 * 9 * 56 * 56, "matmul": 2 * 512 ** 3, "add": 3 * 4 * (1 << 22)}
+COMPUTE_WORK = {"conv": 2 * 64 * 64 * 9 * 56 * 56, "matmul": 2 * 512 ** 3, "add": 3 * 4 * (1 << 22),
+                # a conv that reuses its weights little (8 FLOP per weight byte against the conv above's 1,570):
+                # real convs sit between the two, and a wider SIMD unit speeds them up less than the first
+                # (inference/results/cpu-amd-epyc/transfer/unseen_vm/README.md, per node)
+                "conv_lowreuse": 2 * 512 * 512 * 9 * 4 * 4}
 
 
 def size_tag(nbytes: int) -> str:
@@ -130,6 +134,9 @@ def compute_model(kind: str) -> tuple:
     """(ONNX bytes, feed shape, work) for the CPU EP's throughput: work in FLOP (conv, matmul) or bytes (add)."""
     if kind == "conv":      # 3x3, 64 -> 64 channels on 56x56: the bulk of a ResNet stage
         x, w = [1, 64, 56, 56], np.random.default_rng(0).standard_normal((64, 64, 3, 3)).astype(np.float32) * 0.05
+        node = helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    elif kind == "conv_lowreuse":   # 3x3, 512 -> 512 channels on 4x4: 9.4 MB of weights, a late stage at small input
+        x, w = [1, 512, 4, 4], np.random.default_rng(0).standard_normal((512, 512, 3, 3)).astype(np.float32) * 0.01
         node = helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
     elif kind == "matmul":
         x, w = [512, 512], np.random.default_rng(0).standard_normal((512, 512)).astype(np.float32) * 0.05
@@ -212,7 +219,7 @@ class Calibration:
     host_us_per_node: dict            # chain -> median run time / nodes (us)
     host_index_us: float              # geometric mean over the launching chains (us per node)
     copy_gbps: dict = dataclasses.field(default_factory=dict)      # 'h2d_1MiB' -> GB/s (CUDA)
-    compute: dict = dataclasses.field(default_factory=dict)        # CPU EP: 'conv_gflops', 'matmul_gflops', 'add_gbps'
+    compute: dict = dataclasses.field(default_factory=dict)        # CPU EP: 'conv_gflops', 'matmul_gflops', 'add_gbps', 'conv_lowreuse_gflops'
     ladder: dict = dataclasses.field(default_factory=dict)         # CPU EP: {'conv': [[MFLOP, us/node]], 'add': [[MB, us/node]]}
     sm_clock_mhz: float = math.nan
     threads: int = 0
@@ -334,7 +341,7 @@ class Calibrator:
         if self.device != "cpu":
             return {}
         out = {}
-        for kind in ("conv", "matmul", "add"):
+        for kind in ("conv", "matmul", "add", "conv_lowreuse"):
             blob, shape, work = compute_model(kind)
             x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
             sec = self._cpu_median_ms(blob, x, 3, budget_ms, 10000) / 1e3

@@ -30,7 +30,7 @@ def test_cli_profile_on_cpu_ep_is_well_formed(tmp_path):
     assert set(cal.host_us_per_node) == {"relu", "add", "matmul", "conv", "reshape"}
     assert all(v > 0 for v in cal.host_us_per_node.values())
     assert cal.host_index_us > 0 and d["sm_clock_mhz"] is None and cal.copy_gbps == {}
-    assert {"conv_gflops", "matmul_gflops", "add_gbps"} <= set(cal.compute)
+    assert {"conv_gflops", "matmul_gflops", "add_gbps", "conv_lowreuse_gflops"} <= set(cal.compute)
     # the node-size ladder: per-node time of small and mid-size conv and Add chains, growing with the work
     assert [len(cal.ladder[k]) for k in ("conv", "add")] == [3, 2]
     assert all(t > 0 for k in ("conv", "add") for _, t in cal.ladder[k])

@@ -191,6 +191,10 @@ KIN = {**{t: _CMP for t in ("Less", "LessOrEqual", "GreaterOrEqual", "And", "Or"
                             "BitwiseOr", "BitwiseXor")},
        **{t: _UNARY for t in ("Floor", "Ceil", "Round", "Sign", "Not", "IsNaN", "IsInf", "BitwiseNot")},
        **{t: ("Exp", "Erf", "Sin") + _UNARY for t in ("Log", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh")},
+       "Equal": ("Greater", "Sub"), "Greater": ("Equal", "Sub"), "Neg": ("Abs", "Relu", "Sqrt"),
+       "Abs": ("Neg", "Relu", "Sqrt"), "Tile": ("Expand", "Concat"), "Expand": ("Tile", "Concat"),
+       # cuDNN's recurrent kernels, priced per time step (recurrent_steps) from the step's shapes and FLOPs
+       "LSTM": ("GRU",), "GRU": ("LSTM",), "RNN": ("GRU", "LSTM"),
        "Min": ("Max", "Add"), "Sum": ("Add",), "Mean": ("Add",),
        "ReduceMin": ("ReduceMax", "ReduceSum"), "ArgMax": ("ReduceMax", "ReduceSum"),
        "ArgMin": ("ReduceMax", "ReduceSum"), "ReduceProd": ("ReduceSum",), "ReduceSumSquare": ("ReduceSum",),

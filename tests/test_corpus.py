@@ -513,3 +513,19 @@ def test_an_unseen_op_with_a_trained_kin_is_priced_as_the_kin():
     assert nm.fallback_share([le, gt], g[:2]) == 0.0
     bare = NodeModel({"Add": 0}, nm.boosters, nm.manifest)   # no comparison op trained: no kin to lend
     assert bare.unseen_types([le]) == ["LessOrEqual"] and "NoSuchOp" not in KIN
+
+
+def test_a_recurrent_kin_is_still_priced_per_step():
+    """LSTM priced as GRU (both cuDNN recurrent kernels) keeps the per-step law: twice the steps, about twice the time."""
+    from hase.inference.node_model import NodeModel
+    nm = NodeModel.load(REPO / "inference" / "results" / "nvidia-h100" / "corpus" / "node_model")   # GRU, no LSTM
+    assert "GRU" in nm.type_codes and "LSTM" not in nm.type_codes
+    recs = records_in_file(CORPUS_RECORDS)
+    gru = next(k for r in recs.values() for k in r["kernels"] if k["type"] == "GRU")
+    lstm = dict(gru, type="LSTM", op_type="LSTM", id="lstm")
+    assert nm.kin_types([lstm]) == {"LSTM": "GRU"} and nm.unseen_types([lstm]) == []
+    x = lstm["inputs"][0]   # [T, N, features] (layout 0): twice the time steps
+    longer = dict(lstm, inputs=[dict(x, shape=[2 * x["shape"][0], *x["shape"][1:]]), *lstm["inputs"][1:]])
+    g1, _ = nm.predict([lstm])
+    g2, _ = nm.predict([longer])
+    assert 1.5 < g2[0] / g1[0] < 2.5

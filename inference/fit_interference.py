@@ -172,8 +172,9 @@ def batch_of(model: str) -> int:
 
 
 def machine_slowdowns(sessions: pd.DataFrame, statistic: str) -> pd.Series:
-    """Per (model, load): the median over machines of that machine's load label over its own idle label. Machines
-    differ in host speed by more than many loads slow a model (two H100s: resnet18 bs1 0.83 and 1.21 ms at idle),
+    """Per (model, load): the median over machines of that machine's load label over its own idle label. Machines'
+    processes differ in host speed by more than many loads slow a model (the traced processes of two H100s:
+    resnet18 bs1 0.83 and 1.21 ms at idle),
     so a slowdown is only read within a machine; machines without an idle label for the model are left out."""
     col = f"e2e_{statistic}_ms"
     per = sessions.groupby(["machine", "model", "load"])[col].median().reset_index()

@@ -44,6 +44,8 @@ out.reset_index().to_csv(sys.argv[2], index=False, float_format="%.4g")
 PY
 }
 [ "${2:-}" = pack ] && { pack; exit 0; }
+[ -e "$JOB/machine.txt" ] || { date -u; nvidia-smi --query-gpu=name,uuid,serial,driver_version,clocks.max.sm \
+  --format=csv; lscpu | grep -E "Model name|^CPU\(s\)"; hostname; } > "$JOB/machine.txt" 2>&1   # provenance
 {
 for mb in "${MODELS[@]}"; do export_model "${mb%%:*}" "${mb##*:}" 224; done
 FILES=$(list $(for mb in "${MODELS[@]}"; do echo "$M/${mb%%:*}_bs${mb##*:}_224x224.onnx"; done))

@@ -37,7 +37,7 @@ import pandas as pd  # noqa: E402
 
 from hase.ort_analysis.flops import recurrent_step  # noqa: E402
 from hase.training.kernel_predictor import CompactForest, forest_arrays  # noqa: E402
-from hase.training.features import feature_frame, type_vocabulary, UNSEEN_CODE, META_TYPE  # noqa: E402
+from hase.training.features import category_of, feature_frame, type_vocabulary, UNSEEN_CODE, META_TYPE  # noqa: E402
 from hase.utils import paths  # noqa: E402
 from hase.utils.errors import HaseError  # noqa: E402
 
@@ -265,6 +265,7 @@ class NodeModel:
         per_step = bool(self.manifest.get("recurrent_per_step"))   # models fitted before the term: as they were
         kernels = with_context(kernels)   # the whole record in execution order (models fitted before: unused)
         steps = np.array([recurrent_steps(k) if per_step else 1 for k in kernels], float)
+        kernels = self._as_kin(kernels)
         X, _ = features([one_step(k) for k in kernels] if per_step else kernels, kin_codes(self.type_codes))
         x = X[self.manifest["features"]].to_numpy(np.float32)
         out = []
@@ -277,6 +278,12 @@ class NodeModel:
                 y = b.predict(xgb.DMatrix(x))
             out.append(np.maximum(np.expm1(y), 0.0) * steps)
         return out[0], out[1]
+
+    def _as_kin(self, kernels: list) -> list:
+        """Kernels priced by a kin carry the kin's category too (the record files LessOrEqual under 'other',
+        Greater under 'elementwise'), so the trees see the kin in every type-derived feature."""
+        kin = self.kin_types(kernels)
+        return [dict(k, category=category_of(kin[k["type"]])) if k["type"] in kin else k for k in kernels]
 
     def unseen(self, kernels: list) -> np.ndarray:
         """Kernels of a type neither trained nor with a trained kin (KIN): priced by the generic features alone."""

@@ -502,8 +502,8 @@ def test_an_unseen_op_with_a_trained_kin_is_priced_as_the_kin():
     assert "Greater" in nm.type_codes and "LessOrEqual" not in nm.type_codes
     recs = committed_records(60)
     base = next(k for r in recs for k in r["kernels"] if k["type"] == "Add")
-    gt = dict(base, type="Greater", op_type="Greater", id="g")
-    le = dict(base, type="LessOrEqual", op_type="LessOrEqual", id="le")
+    gt = dict(base, type="Greater", op_type="Greater", id="g", category="elementwise")
+    le = dict(base, type="LessOrEqual", op_type="LessOrEqual", id="le", category="other")   # as records file it
     odd = dict(base, type="NoSuchOp", op_type="NoSuchOp", id="x")
     (g_gt, h_gt), (g_le, h_le) = nm.predict([gt]), nm.predict([le])   # alone: a node's neighbours are features
     assert g_le[0] == pytest.approx(g_gt[0]) and h_le[0] == pytest.approx(h_gt[0])

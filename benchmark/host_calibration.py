@@ -227,6 +227,9 @@ class Calibration:
     layout: dict = dataclasses.field(default_factory=dict)
     provenance: dict = dataclasses.field(default_factory=dict)
     time_unix: float = 0.0
+    # session.run of a one-node model, numpy in and out (us): the fixed cost every run pays, in this process; the
+    # timelines' c0 comes from profiled processes and over-predicts tiny models (docs/method.md, session 24)
+    run_fixed_us: float = math.nan
 
     def to_dict(self) -> dict:
         """JSON-safe: a value not measured (NaN) is null."""
@@ -240,6 +243,8 @@ class Calibration:
         """Flat columns: host chains, their index, copies and compute."""
         row = host_columns(self.host_us_per_node, self.host_index_us, prefix)
         row.update({f"{prefix}{k}": v for k, v in {**self.copy_gbps, **self.compute}.items()})
+        if isinstance(self.run_fixed_us, (int, float)) and math.isfinite(self.run_fixed_us):
+            row[f"{prefix}run_fixed_us"] = self.run_fixed_us
         return row
 
 
@@ -349,6 +354,19 @@ class Calibrator:
             out[key] = work / sec / 1e9
         return out
 
+    def run_fixed(self, budget_ms: float = 40.0) -> float:
+        """Median session.run (us) of a one-node model (Relu on 16 floats), numpy in and out, on this device."""
+        if getattr(self, "_fixed", None) is None:
+            x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])
+            y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])
+            blob = model_bytes(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "calib_fixed", [x], [y]))
+            sess = make_session(blob, self.device, "all", threads=self.threads, device_id=self.device_id)
+            run = make_runner(sess, {"x": np.ones((1, 16), np.float32)}, "e2e", self.device_id)
+            for _ in range(20):
+                run()
+            self._fixed = (sess, run)
+        return time_loop(self._fixed[1], None, budget_ms, 10, 20000)["median_ms"] * 1e3
+
     def ladder(self, budget_ms: float = 40.0) -> dict:
         """Per-node time (us) of chains of small and mid-size convs and Adds at the session's thread count."""
         if self.device != "cpu":
@@ -374,7 +392,8 @@ class Calibrator:
                           host_index_us=host_index(host), copy_gbps=copies,
                           compute=self.compute(5 * budget_ms), ladder=self.ladder(budget_ms), threads=self.threads,
                           layout=host_layout(),
-                          provenance=provenance(self.device, self.device_id), time_unix=time.time())
+                          provenance=provenance(self.device, self.device_id), time_unix=time.time(),
+                          run_fixed_us=self.run_fixed(budget_ms))
         if self.device == "cuda":
             from hase.benchmark.trace_run import sm_clock_mhz
             cal.sm_clock_mhz = sm_clock_mhz(self.device_id)

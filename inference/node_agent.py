@@ -38,6 +38,7 @@ calib_budget_ms each) and exports it, with the machine profile JSON at calib_pro
   hase_calib_host_index_us            the host speed predictions scale host dispatch by (inference/machine_calibration.py)
   hase_calib_<chain>_us               per-node host time of each chain (relu, add, matmul, conv, reshape)
   hase_calib_<copy|compute>           at start: pageable copy GB/s (CUDA), conv/matmul GFLOP/s and add GB/s (CPU EP)
+  hase_calib_run_fixed_us             at start: session.run of a one-node model, numpy in and out (the fixed cost)
   hase_calib_timestamp_seconds        unix time of the last calibration: consumers check its age
 
 --device cpu runs the same chain on the CPU EP (one thread): the wait is then CPU scheduling

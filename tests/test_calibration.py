@@ -31,6 +31,10 @@ def test_cli_profile_on_cpu_ep_is_well_formed(tmp_path):
     assert all(v > 0 for v in cal.host_us_per_node.values())
     assert cal.host_index_us > 0 and d["sm_clock_mhz"] is None and cal.copy_gbps == {}
     assert {"conv_gflops", "matmul_gflops", "add_gbps", "conv_lowreuse_gflops"} <= set(cal.compute)
+    # session.run's fixed cost in this process: a one-node model, numpy in and out
+    assert 0 < cal.run_fixed_us < 1e5 and cal.columns()["calib_run_fixed_us"] == cal.run_fixed_us
+    old = {k: v for k, v in d.items() if k != "run_fixed_us"}          # a profile written before the field
+    assert from_dict(old).run_fixed_us != from_dict(old).run_fixed_us    # NaN: not measured
     # the node-size ladder: per-node time of small and mid-size conv and Add chains, growing with the work
     assert [len(cal.ladder[k]) for k in ("conv", "add")] == [3, 2]
     assert all(t > 0 for k in ("conv", "add") for _, t in cal.ladder[k])

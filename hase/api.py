@@ -301,10 +301,8 @@ class Predictor:
         if unknown:
             raise HaseError(f"options.{unknown[0]} is not a session option Hase models "
                             f"(cudnn_conv_algo_search, io_binding, cpu_pinned)")
-        for k in ("io_binding", "cpu_pinned"):   # the field as the caller named it (the service reports the field)
-            if k in options and not isinstance(options[k], bool):
-                raise HaseError(f"options.{k} must be true or false, not {options[k]!r}")
-        return session_options({**self.default_options, **options})
+        # the field as the caller named it (the service reports the field)
+        return session_options({**self.default_options, **options}, field="options.")
 
     def _key_of(self, record: dict) -> str:
         """record_key(), remembered per record object (hashing a record costs ~5 ms; a scheduler passes the same

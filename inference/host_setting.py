@@ -49,10 +49,7 @@ def pinned_factors(gpu_slug: str):
         n = x.get("processes")
         if n is not None and (isinstance(n, bool) or not isinstance(n, (int, float)) or not math.isfinite(n) or n < 0):
             raise HaseError(f"by_setting.{name}.processes must be a count, not {json.dumps(n)}", path)
-    try:   # in the note: the committed file as the repository names it
-        source = str(Path(path).relative_to(paths.REPO))
-    except ValueError:
-        source = str(path)
+    source = paths.in_repo(path)   # in the note: the committed file as the repository names it
     return {"host_scale": float(o["latency_vs_fastest"]) / float(d["latency_vs_fastest"]),
             "spread_scale": float(o["latency_spread_pct"]) / float(d["latency_spread_pct"]),
             "processes": {"default": int(d.get("processes") or 0), "one_cpu": int(o.get("processes") or 0)},

@@ -209,15 +209,20 @@ KIN = {**{t: _CMP for t in ("Less", "LessOrEqual", "GreaterOrEqual", "And", "Or"
        "GroupNormalization": ("InstanceNormalization",), "SpaceToDepth": ("DepthToSpace",)}
 
 
-def kin_codes(type_codes: dict) -> dict:
-    """{op type: code}: the vocabulary plus every KIN op whose kin is in it (the kin's code)."""
-    out = dict(type_codes)
+def kin_of(type_codes: dict) -> dict:
+    """{op type: its kin}: every KIN op absent from the vocabulary whose kin is in it (the first one listed)."""
+    out = {}
     for t, kin in KIN.items():
-        if t not in out:
-            k = next((k for k in kin if k in type_codes), None)
-            if k is not None:
-                out[t] = type_codes[k]
+        k = next((k for k in kin if k in type_codes), None)
+        if t not in type_codes and k is not None:
+            out[t] = k
     return out
+
+
+def kin_codes(type_codes: dict, kin: dict = None) -> dict:
+    """{op type: code}: the vocabulary plus every kin-priced op with its kin's code (kin: kin_of's, if known)."""
+    kin = kin_of(type_codes) if kin is None else kin
+    return dict(type_codes, **{t: type_codes[k] for t, k in kin.items()})
 
 
 def features(kernels: list, type_codes: dict) -> pd.DataFrame:
@@ -265,8 +270,11 @@ class NodeModel:
         per_step = bool(self.manifest.get("recurrent_per_step"))   # models fitted before the term: as they were
         kernels = with_context(kernels)   # the whole record in execution order (models fitted before: unused)
         steps = np.array([recurrent_steps(k) if per_step else 1 for k in kernels], float)
-        kernels = self._as_kin(kernels)
-        X, _ = features([one_step(k) for k in kernels] if per_step else kernels, kin_codes(self.type_codes))
+        # a kin-priced kernel takes its kin's code and category (the record files LessOrEqual under 'other',
+        # Greater under 'elementwise'), so the trees see the kin in every type-derived feature
+        kin = kin_of(self.type_codes)
+        kernels = [dict(k, category=category_of(kin[k["type"]])) if k["type"] in kin else k for k in kernels]
+        X, _ = features([one_step(k) for k in kernels] if per_step else kernels, kin_codes(self.type_codes, kin))
         x = X[self.manifest["features"]].to_numpy(np.float32)
         out = []
         for n in ("gpu", "host"):
@@ -278,12 +286,6 @@ class NodeModel:
                 y = b.predict(xgb.DMatrix(x))
             out.append(np.maximum(np.expm1(y), 0.0) * steps)
         return out[0], out[1]
-
-    def _as_kin(self, kernels: list) -> list:
-        """Kernels priced by a kin carry the kin's category too (the record files LessOrEqual under 'other',
-        Greater under 'elementwise'), so the trees see the kin in every type-derived feature."""
-        kin = self.kin_types(kernels)
-        return [dict(k, category=category_of(kin[k["type"]])) if k["type"] in kin else k for k in kernels]
 
     def unseen(self, kernels: list) -> np.ndarray:
         """Kernels of a type neither trained nor with a trained kin (KIN): priced by the generic features alone."""
@@ -302,9 +304,8 @@ class NodeModel:
 
     def kin_types(self, kernels) -> dict:
         """{op type: the trained type whose code prices it} for the model's ops that are priced by a kin."""
-        codes, inv = kin_codes(self.type_codes), {v: t for t, v in self.type_codes.items()}
-        return {k["type"]: inv[codes[k["type"]]] for k in kernels
-                if k["type"] not in self.type_codes and k["type"] in codes}
+        kin = kin_of(self.type_codes)
+        return {k["type"]: kin[k["type"]] for k in kernels if k["type"] in kin}
 
     def predict_kernels(self, record_kernels, load=None) -> dict:
         """{kernel id: in-model GPU ms} (the KernelPredictor interface)."""

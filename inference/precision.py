@@ -99,8 +99,5 @@ def load_term(path: Path):
             raise HaseError(f"classes.{c}: floor_us must be >= 0 and ratio > 0 (got {classes[c]['floor_us']}, "
                             f"{classes[c]['ratio']})", path)
     from hase.utils import paths
-    try:   # in a warning: the committed file as the repository names it
-        t["path"] = str(path.resolve().relative_to(paths.REPO))
-    except ValueError:
-        t["path"] = str(path)
+    t["path"] = paths.in_repo(path)   # in a warning: the committed file as the repository names it
     return t

@@ -142,14 +142,15 @@ def analyse(model_path: Path, device: str, cfg: dict, offline: bool = False) -> 
     return rec
 
 
-def session_options(cfg: dict) -> dict:
+def session_options(cfg: dict, field: str = "") -> dict:
     """The session options that change latency, validated: {'cudnn_conv_algo_search', 'io_binding', 'cpu_pinned'}
-    (cpu_pinned: the process bound to one CPU, inference/host_setting.py)."""
+    (cpu_pinned: the process bound to one CPU, inference/host_setting.py). field: how the caller names them in an
+    error ('options.' for the API and the service)."""
     from hase.utils.ort_session import check_cudnn_algo
     algo = check_cudnn_algo(cfg.get("cudnn_conv_algo_search", "EXHAUSTIVE"))
     for k in ("io_binding", "cpu_pinned"):
         if not isinstance(cfg.get(k, False), bool):
-            raise HaseError(f"{k} must be true or false, not '{cfg[k]}'")
+            raise HaseError(f"{field}{k} must be true or false, not '{cfg[k]}'")
     return {"cudnn_conv_algo_search": algo, "io_binding": bool(cfg.get("io_binding", False)),
             "cpu_pinned": bool(cfg.get("cpu_pinned", False))}
 

@@ -68,6 +68,12 @@ def portable(path) -> str:
         return str(p)
 
 
+def in_repo(path) -> str:
+    """A committed file as a message names it: relative to the repository when inside it, else as given."""
+    p = Path(path).resolve()
+    return str(p.relative_to(REPO)) if p.is_relative_to(REPO) else str(path)
+
+
 def from_home(text) -> Path:
     """A recorded path: relative ones are under the Hase home."""
     p = Path(text)

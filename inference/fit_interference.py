@@ -74,6 +74,15 @@ def load_name(cal_load: str, level: float) -> str:
     return f"{cal_load.removeprefix('corunner-')}@{float(level):g}"
 
 
+def canonical_load(load: str) -> str:
+    """A trace folder's load name with its knob written as load_name writes it (host_spin@1.0 -> host_spin@1)."""
+    base, at, knob = str(load).partition("@")
+    try:
+        return f"{base}@{float(knob):g}" if at else base
+    except ValueError:
+        return str(load)
+
+
 def load_metrics(cal: pd.DataFrame) -> dict:
     """Per load: the background metrics a predictor would have seen (mean over the machines that ran it):
     GR engine active, SM clock, and the probe's wait per launch."""
@@ -196,16 +205,21 @@ def main() -> int:
         raise HaseError(f"label must be traced or clean, not '{cfg['label']}'")
     if cfg["label"] == "clean":
         cols = {f"e2e_{q}_ms": f"e2e_clean_{q}_ms" for q in (cfg["statistic"], "p10", "p90")}
-        lack = [c for c in cols.values() if c not in sessions or sessions[c].isna().all()]
-        if lack:
-            raise HaseError(f"label clean: column '{lack[0]}' is absent (data traced before it was recorded)", dirs[0])
+        for d in dirs:   # every machine must have it: a NaN label would drop out of the medians unseen
+            mine = sessions[sessions["machine"] == d.name]
+            lack = [c for c in cols.values() if c not in mine or mine[c].isna().all()]
+            if lack:
+                raise HaseError(f"label clean: column '{lack[0]}' is absent (data traced before it was recorded)",
+                                d)
         for a, b in cols.items():
             sessions[a] = sessions[b]
+    sessions["load"] = sessions["load"].map(canonical_load)
     cal = read_machines(dirs, "load_calibration.csv", NEED_C, "load calibration")
     loads = load_metrics(cal)
-    missing = sorted(set(sessions["load"]) - set(loads) - {IDLE_END})
-    if missing:
-        raise HaseError(f"load '{missing[0]}' has sessions but no calibration row", dirs[0])
+    for d in dirs:   # per folder, so the message names the machine whose calibration lacks the load
+        missing = sorted(set(sessions.loc[sessions["machine"] == d.name, "load"]) - set(loads) - {IDLE_END})
+        if missing:
+            raise HaseError(f"load '{missing[0]}' has sessions but no calibration row", d / "load_calibration.csv")
     base = tm.load(Path(cfg["timeline_model"]))
     model = dict(base, interference=tm.RUN_SHARE)
     params = dict(base["params"], alpha=1.0, beta_us=0.0, clock_exp=0.0, gamma=0.0)

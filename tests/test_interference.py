@@ -109,6 +109,10 @@ def test_load_names_and_kinds():
     assert fi.neighbour_kind("slices_memory_1ms@0.3", ["slices_*"]) == "training neighbour"
     assert fi.neighbour_kind("cnn_train@0.3", ["slices_*"]) == "held-out neighbour"
     assert fi.batch_of("resnet101_bs32_224x224") == 32
+    # run_gpu_slices.sh writes the knob as given (host_spin@1.0); calibrate_loads.py's level reads 1 -> one name
+    assert fi.canonical_load("host_spin@1.0") == fi.load_name("corunner-host_spin", 1.0) == "host_spin@1"
+    assert fi.canonical_load("small_infer@0.50") == "small_infer@0.5"
+    assert fi.canonical_load("idle") == "idle" and fi.canonical_load("odd@knob") == "odd@knob"
 
 
 def test_labels_statistic_and_bad_value():
@@ -271,5 +275,9 @@ def test_clean_label_needs_its_columns(tmp_path):
             "--set", "summary="]
     p = run_script(base + ["--set", "label=clean"], tmp_path, cwd=REPO, check=False, timeout=300)
     assert p.returncode != 0 and "column 'e2e_clean_mean_ms' is absent" in p.stderr
+    # one machine with the column and one without: refused, naming the one without (not silently NaN labels)
+    mixed = [a.replace("machine_m]", "machine_o,benchmark/results/nvidia-h100/interference/machine_m]") for a in base]
+    p = run_script(mixed + ["--set", "label=clean"], tmp_path, cwd=REPO, check=False, timeout=300)
+    assert p.returncode != 0 and "machine_m" in p.stderr and "e2e_clean_mean_ms" in p.stderr
     p = run_script(base + ["--set", "label=cuptified"], tmp_path, cwd=REPO, check=False, timeout=300)
     assert p.returncode != 0 and "label must be traced or clean" in p.stderr

@@ -64,15 +64,17 @@ def read_tables(dirs: list, threads: int, busy_max: float = 0.1) -> tuple:
         raise HaseError("no timeline folders matched", "timeline_dirs")
     s = read_machines(dirs, "trace_sessions.csv.gz", NEED_S, "trace_run session")
     n = read_machines(dirs, "trace_nodes.csv.gz", NEED_N, "trace_run node")
+    def where(rows: pd.DataFrame) -> Path:   # the machine folder the first offending session came from
+        return paths.csv_or_gz(next(d for d in dirs if d.name == rows["machine"].iloc[0]) / "trace_sessions.csv.gz")
     bad = s[pd.to_numeric(s["threads"], errors="coerce") != threads]
     if len(bad):
         raise HaseError(f"column 'threads': {len(bad)} sessions measured with {bad['threads'].iloc[0]} intra-op "
-                        f"threads, the model is for {threads} (--set threads=...)",
-                        paths.csv_or_gz(Path(dirs[0]) / "trace_sessions.csv.gz"))
+                        f"threads, the model is for {threads} (--set threads=...)", where(bad))
     for col in ("e2e_median_ms", "ort_node_sum_us"):
         v = pd.to_numeric(s[col], errors="coerce")
-        if not (np.isfinite(v) & (v > 0)).all():
-            raise HaseError(f"column '{col}': not a positive number in every session", dirs[0] / "trace_sessions.csv.gz")
+        ok = np.isfinite(v) & (v > 0)
+        if not ok.all():
+            raise HaseError(f"column '{col}': not a positive number in every session", where(s[~ok]))
     from hase.benchmark.gpu_metrics import drop_busy_sessions
     return drop_busy_sessions(s, busy_max, "CPU trace_run sessions", get_logger("inference"), nodes=n)
 

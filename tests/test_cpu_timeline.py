@@ -115,3 +115,24 @@ def test_record_of_another_export_is_named(tmp_path):
     with pytest.raises(HaseError) as e:
         fct.unmatched_share(rec, per_node, tmp_path / "records.json.xz", None)
     assert "'b'" in str(e.value) and "records.json.xz" in str(e.value)
+
+
+def test_read_tables_names_the_machine_folder_of_the_bad_session(tmp_path):
+    """Two machine folders, the second's sessions at another thread count or with a zero label: the one-line error
+    names the second folder's sessions file, not the first one's."""
+    import shutil
+    from hase.inference.fit_cpu_timeline import read_tables
+    from hase.utils.errors import HaseError
+    src = REPO / "benchmark" / "results" / "cpu-amd-epyc" / "threads" / "t2" / "machine_a"
+    a, b = tmp_path / "machine_a", tmp_path / "machine_b"
+    for d in (a, b):
+        shutil.copytree(src, d)
+    s = pd.read_csv(b / "trace_sessions.csv.xz")
+    s.assign(threads=1).to_csv(b / "trace_sessions.csv.xz", index=False)
+    with pytest.raises(HaseError, match="column 'threads'") as e:
+        read_tables([a, b], threads=2)
+    assert "machine_b" in str(e.value) and "machine_a" not in str(e.value)
+    s.assign(e2e_median_ms=[0.0] + list(s["e2e_median_ms"].iloc[1:])).to_csv(b / "trace_sessions.csv.xz", index=False)
+    with pytest.raises(HaseError, match="column 'e2e_median_ms'") as e:
+        read_tables([a, b], threads=2)
+    assert "machine_b" in str(e.value)

@@ -47,3 +47,33 @@ def test_factor_is_clipped_where_no_dispatch_explains_the_label():
     lab = pd.DataFrame({"e2e_ms": [0.02]}, index=["disp"])   # shorter than the fixed cost alone
     _, fac = host_from_clean(per_node, ["disp"], {"disp": _record()}, _model(), lab, sessions, 0.5, (0.25, 4.0))
     assert fac["disp"] == 0.25
+
+
+def test_c0_and_kappa_are_recovered_from_out_of_fold_runs():
+    """fit_corpus_timeline.fit_c0_kappa: dispatch-bound runs of different lengths, labelled with a known fixed cost
+    and host factor, give those two constants back (the fixed cost is what the short runs pin, kappa the long)."""
+    import numpy as np
+    from hase.inference.fit_corpus_timeline import FIT_BOUNDS, fit_c0_kappa, predict_idle
+    model = _model()
+    preps = []
+    for n in (3, 10, 40, 120):
+        rec = {"device": "cuda", "kernels": _record()["kernels"] * (n // N + 1)}
+        rec["kernels"] = rec["kernels"][:n]
+        preps.append(tm.prepared(rec, {k["id"]: 0.001 for k in rec["kernels"]}, model,
+                                 node_host_us=np.full(n, 8.0)))
+    truth = dict(model["params"], c0_us=60.0, kappa=1.2)
+    labels = np.array([predict_idle(p, truth, {})["central"] for p in preps])
+    got = fit_c0_kappa(preps, labels, model["params"], {})
+    assert got["c0_us"] == pytest.approx(60.0, abs=1.0) and got["kappa"] == pytest.approx(1.2, abs=0.01)
+    assert set(got) == set(FIT_BOUNDS)
+
+
+def test_fit_c0_kappa_needs_out_of_fold_runs(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+    repo = Path(__file__).resolve().parents[1]
+    p = subprocess.run([sys.executable, str(repo / "inference" / "fit_corpus_timeline.py"), "--set", "fit_c0_kappa=true",
+                        "--set", "cv_folds=0", "--set", f"out={tmp_path}"], cwd=repo, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode != 0 and "fit_c0_kappa needs out-of-fold runs" in p.stderr

@@ -3,7 +3,7 @@
   python inference/judge_machine_calibration.py --set "machine_dirs=[benchmark/results/nvidia-h200/corpus/machine_n]"
 
 For each target machine (clean_sessions.csv from benchmark/clean_labels.py: its own host calibration beside every
-session), the training anchors it ran are predicted by the timeline model three ways: uncalibrated, and scaled by
+session; or the idle stages of a neighbour folder, benchmark/run_gpu_slices.sh, whose clean columns are the same), the training anchors it ran are predicted by the timeline model three ways: uncalibrated, and scaled by
 the machine's median calibration with each elasticity in `elasticities` (the model's machine-level one, the
 session-level one kept beside it, or numbers). Each machine's truth is the median of its own sessions. The models are
 training models on purpose: the machine is what is unseen, so the error that moves is the machine's.
@@ -31,6 +31,23 @@ DEFAULTS = {"timeline_model": "inference/results/nvidia-h200/corpus/timeline_mod
             "elasticities": ["elasticity", "elasticity_sessions"], "out": ""}
 
 
+def idle_of_neighbour_runs(dirs: list) -> pd.DataFrame:
+    """The idle stages (idle, idle_end) of benchmark/run_gpu_slices.sh's folders without clean_sessions.csv, as clean
+    sessions: their clean-process columns are clean_labels.py's, taken in the same child process."""
+    from hase.inference.fit_measured_timeline import CLEAN_NEED
+    from hase.utils.tables import read_machine_csv
+    frames = []
+    for d in dirs:
+        if paths.csv_or_gz(Path(d) / "clean_sessions.csv").exists() or \
+                not paths.csv_or_gz(Path(d) / "slices_sessions.csv").exists():
+            continue
+        s = read_machine_csv(d, "slices_sessions.csv", CLEAN_NEED + ["load"], "neighbour session")
+        s = s[s["load"].isin(["idle", "idle_end"])].copy()
+        s["session"] = s["session"].astype(str) + "-" + s["load"]   # idle_end's sessions are other processes
+        frames.append(s[pd.to_numeric(s["e2e_clean_median_ms"], errors="coerce") > 0])
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["machine", "model"])
+
+
 def main() -> int:
     p = base_parser("Issue 23: a machine's calibration against its host speed, on machines no fit has seen",
                     "inference", "judge_machine_calibration.yaml")
@@ -44,9 +61,10 @@ def main() -> int:
     if not ref.get("host_index_us"):
         raise HaseError("timeline model has no calibration_ref", cfg["timeline_model"])
     dirs = paths.expand_globs(cfg["machine_dirs"])
-    clean = read_clean(dirs)
+    clean = pd.concat([read_clean(dirs), idle_of_neighbour_runs(dirs)], ignore_index=True)
     if clean.empty:
-        raise HaseError("no clean_sessions.csv in machine_dirs", "machine_dirs")
+        raise HaseError("no clean_sessions.csv (nor slices_sessions.csv with idle stages) in machine_dirs",
+                        "machine_dirs")
     from hase.inference.predict_model_latency import prepare_record
     from hase.training.train_kernel_model import load_predictor
     pred = load_predictor(tm.predictor_of(model, ""))

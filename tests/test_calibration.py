@@ -532,3 +532,15 @@ def test_the_exam_says_how_far_machines_truths_are_from_each_other():
     assert r["pairs"]["machine_a~machine_b"]["models"] == 2
     assert r["mape_pct"] == pytest.approx((0.0 + 20.0) / 2) and r["within_10pct"] == pytest.approx(50.0)
     assert between_machines({"machine_a": a}) == {}
+
+
+def test_judge_reads_a_neighbour_folders_idle_stages_as_clean_sessions():
+    """judge_machine_calibration.idle_of_neighbour_runs: the idle and idle_end stages of a committed H100 neighbour
+    folder, each stage's sessions kept apart (other processes), with the clean process's own calibration."""
+    from hase.inference.judge_machine_calibration import idle_of_neighbour_runs
+    d = REPO / "benchmark" / "results" / "nvidia-h100" / "interference" / "machine_q"
+    s = idle_of_neighbour_runs([d])
+    assert set(s["load"]) == {"idle", "idle_end"} and s["machine"].eq("machine_q").all()
+    assert s.groupby("model")["session"].nunique().eq(6).all()     # 3 sessions in each of the 2 idle stages
+    assert (s["clean_calib_host_index_us"] > 0).all() and (s["e2e_clean_median_ms"] > 0).all()
+    assert idle_of_neighbour_runs([REPO / "benchmark" / "results" / "nvidia-h200" / "corpus" / "machine_n"]).empty

@@ -121,6 +121,46 @@ def predictions(preps: dict, params: dict, loads: dict, idle_clock: float, sprea
     return out
 
 
+def per_machine_calibrated(sessions: pd.DataFrame, model: dict, preps: dict, params: dict, loads: dict,
+                           idle_clock: float, cfg: dict, kinds: dict) -> dict:
+    """What the product predicts where the node agent exports the host calibration: each machine's own cases (its
+    median over its sessions; no pooling across machines) against the timeline scaled by that machine's median
+    calibration at idle (machine_calibration.host_scale, the model's elasticity), next to the same unscaled. The
+    calibration column is the label process's own (clean_calib_host_index_us for label clean)."""
+    col = "clean_calib_host_index_us" if cfg["label"] == "clean" else "calib_host_index_us"
+    if col not in sessions or not (model.get("calibration_ref") or {}).get("host_index_us"):
+        return {}
+    from hase.inference import machine_calibration as mc
+    plain = predictions(preps, params, loads, idle_clock, None, True)
+    rows, out = [], {"what": "each machine's cases (median over its own sessions) against the prediction scaled by "
+                             f"its median {col} at idle, and unscaled", "machines": {}}
+    for mach, s in sessions.groupby("machine"):
+        cal = pd.to_numeric(s.loc[s["load"] == IDLE, col], errors="coerce").dropna()
+        if cal.empty:
+            continue
+        scale, _ = mc.host_scale(model, float(cal.median()))
+        pc = predictions(preps, mc.calibrated_params(params, scale), loads, idle_clock, None, True)
+        lab = s.groupby(["model", "load"])[f"e2e_{cfg['statistic']}_ms"].median()
+        lab = lab[s.groupby(["model", "load"]).size() >= int(cfg["min_sessions"])]
+        for (m, ld), v in lab.items():
+            if (m, ld) in pc and ld in kinds:
+                rows.append({"machine": mach, "model": m, "load": ld, "kind": kinds[ld], "e2e_ms": float(v),
+                             "calibrated_ms": pc[m, ld]["central"] / 1e3, "uncalibrated_ms": plain[m, ld]["central"] / 1e3,
+                             "calibrated_idle_ms": pc[m, IDLE]["central"] / 1e3})
+        out["machines"][str(mach)] = {"host_index_us": float(cal.median()), "host_scale": float(scale)}
+    d = pd.DataFrame(rows)
+    if d.empty:
+        return {}
+    for kind, g in d.groupby("kind"):
+        out[kind] = {"cases": int(len(g)), "calibrated": accuracy(g["calibrated_ms"], g["e2e_ms"]),
+                     "uncalibrated": accuracy(g["uncalibrated_ms"], g["e2e_ms"]),
+                     "ignore_the_load_calibrated": accuracy(g["calibrated_idle_ms"], g["e2e_ms"]),
+                     "calibrated_by_machine": {str(k): accuracy(t["calibrated_ms"], t["e2e_ms"])
+                                               for k, t in g.groupby("machine")}}
+    out["cases"] = d
+    return out
+
+
 def fit_alpha(cases: pd.DataFrame, preps: dict, params: dict, loads: dict, idle_clock: float,
               gamma: bool = False) -> dict:
     """alpha (and gamma) by least squares on relative slowdown error (load / idle, predicted vs measured)."""
@@ -295,13 +335,16 @@ def main() -> int:
             splits[f"{kind} / batch > 1"] = block(d[d["batch"] > 1])
     held = cases[cases["kind"] == "held-out neighbour"]
     per_load = {ld: block(g) for ld, g in held.groupby("load")}
+    kinds = dict(zip(cases["load"], cases["kind"]))
+    per_machine = per_machine_calibrated(sessions, model, preps, params, loads, idle_clock, cfg, kinds)
+    machine_cases = per_machine.pop("cases", None)
     summary = {"labels": f"median over fresh sessions of each session's {cfg['statistic']} run (e2e, session.run "
                          f"with copies); runs' p10/p90 beside it", "statistic": cfg["statistic"],
                "interference_dirs": [str(d) for d in dirs], "machines": int(sessions["machine"].nunique()),
                "sessions_per_case_median": float(cases["sessions"].median()),
                "train_neighbours": sorted({ld for ld in cases.loc[cases["kind"] == "training neighbour", "load"]}),
                "heldout_neighbours": sorted(held["load"].unique()), "alpha": params["alpha"], "gamma": params["gamma"],
-               "by_split": splits, "heldout_by_load": per_load,
+               "by_split": splits, "heldout_by_load": per_load, "per_machine_calibrated": per_machine,
                "timeline_model": str(cfg["timeline_model"])}
     out = Path(cfg["out"])
     out.mkdir(parents=True, exist_ok=True)
@@ -314,6 +357,8 @@ def main() -> int:
     model["load_params_from"] = "fit_interference.py (alpha); beta_us and clock_exp not used (0)"
     tm.save(model, out / "timeline_model.json")
     paths.atomic_write_text(out / "cases.csv", cases.to_csv(index=False, float_format="%.5g"))
+    if machine_cases is not None:
+        paths.atomic_write_text(out / "cases_per_machine.csv", machine_cases.to_csv(index=False, float_format="%.5g"))
     paths.atomic_write_text(out / "summary.json", json.dumps(summary, indent=1, default=float) + "\n")
     slowdown_plot(cases, out / "slowdown_heldout.png")
     save_resolved(cfg, out)

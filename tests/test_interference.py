@@ -157,6 +157,13 @@ def test_fit_on_committed_h100_neighbours_and_a_given_alpha(tmp_path):
     s = json.loads((fitted / "summary.json").read_text())
     assert tm.LOWER["alpha"] < s["alpha"] < tm.UPPER["alpha"]
     assert "tc_gemm_bursts@0.5" in s["heldout_neighbours"] and s["by_split"]["held-out neighbour / all archs"]["cases"] > 0
+    # per machine, scaled by each machine's own host calibration: every machine named with a positive scale, and
+    # its cases judged against that machine's own labels
+    pm = s["per_machine_calibrated"]
+    assert {"machine_m", "machine_q"} <= set(pm["machines"]) and all(v["host_scale"] > 0 for v in pm["machines"].values())
+    per = pd.read_csv(fitted / "cases_per_machine.csv")
+    assert pm["held-out neighbour"]["cases"] == int((per["kind"] == "held-out neighbour").sum()) > 0
+    assert per.groupby(["machine", "model", "load"]).size().max() == 1
     run_script([str(REPO / "inference" / "fit_interference.py"), *h100, "--set", f"out={given}", "--set", "alpha=1.5"],
                tmp_path, cwd=REPO, timeout=600)
     g = json.loads((given / "timeline_model.json").read_text())

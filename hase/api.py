@@ -372,6 +372,7 @@ class Predictor:
                 info = dict(info, cpu_scales=scales)
             else:
                 scale, cw = mc.host_scale(model, calibration)
+                cw = cw or mc.range_note(model, calibration)   # scaled, but outside the fitted machines' readings
                 model = dict(model, params=mc.calibrated_params(model["params"], scale))
                 info = dict(info, host_scale=scale)
             if cw:

@@ -81,6 +81,21 @@ def host_scale(model: dict, target, now: float = None, max_age_s: float = MAX_AG
     return float(s ** float(model["calibration_ref"].get("elasticity", 1.0))), None
 
 
+def range_note(model: dict, target) -> str:
+    """A warning when the target's host index lies outside the p10-p90 of the readings the timeline was fitted at:
+    the scaling then extrapolates its elasticity (judged: H100 machine q read 6.5 us against 7.2-12.4 and stayed
+    +20% after scaling, inference/results/nvidia-h100/machine_calibration/). None inside the range or unknown."""
+    ref = model.get("calibration_ref") or {}
+    lo, hi = ref.get("p10_us"), ref.get("p90_us")
+    us = target if isinstance(target, (int, float)) else (
+        (target if isinstance(target, dict) else target.to_dict()).get("host_index_us") if target is not None else None)
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (lo, hi, us)) or lo <= us <= hi:
+        return None
+    return (f"calibration field 'host_index_us' {us:.2f} us is outside the {lo:.2f}-{hi:.2f} us (p10-p90) that the "
+            f"timeline's own processes read: the host scaling extrapolates (elasticity "
+            f"{float(ref.get('elasticity', 1.0)):.2f}; judged once, on a faster H100: still +20% after scaling)")
+
+
 def calibrated_params(params: dict, scale: float) -> dict:
     """The timeline parameters with the host-side terms scaled."""
     p = dict(params)

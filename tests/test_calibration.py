@@ -111,6 +111,12 @@ def test_reference_and_scale():
     assert scale == 1.0 and "host_index_us" in warn             # missing
     scale, warn = mc.host_scale(model, 100.0)
     assert scale == 1.0 and "outside" in warn                   # a broken reading is not trusted
+    ranged = {"calibration_ref": dict(ref, p10_us=7.0, p90_us=12.0)}
+    assert mc.range_note(ranged, 9.0) is None                  # inside
+    assert mc.range_note({"calibration_ref": {"host_index_us": 10.0}}, 3.0) is None   # no range known
+    note = mc.range_note(ranged, {"host_index_us": 6.5})
+    assert "host_index_us" in note and "extrapolates" in note and "7.00-12.00" in note
+    assert mc.host_scale(ranged, 6.5)[1] is None                # the scale itself is still applied
     p = mc.calibrated_params({"kappa": 1.0, "c0_us": 100.0, "alpha": 0.3}, 1.5)
     assert p == {"kappa": 1.5, "c0_us": 150.0, "alpha": 0.3}
 

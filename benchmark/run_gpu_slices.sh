@@ -5,7 +5,12 @@
 # metrics and launch-wait probe (calibrate_loads.py), then measured timelines of a few models next to it
 # (trace_run.py, out=load_<name>), and the same models at idle before and after (out=load_idle, load_idle_end).
 #   source .device/activate.sh && setsid nohup bash benchmark/run_gpu_slices.sh /tmp/job > /tmp/job.log 2>&1 &
-# Env: LOADS, MODELS (below), KNOB (busy fraction of the default loads, 0.5), SESSIONS (default 2).
+# Env: LOADS, MODELS (below), KNOB (busy fraction of the default loads, 0.5), SESSIONS (default 2),
+#      CORPUS_ARCHS ("": a YAML list of generator architectures, e.g. "[vit-s20000, swin-s20000, encoder-s20000]",
+#      exported by model_zoo/build_corpus.py with CORPUS_MAX_CONFIGS (2) configs each and measured beside MODELS;
+#      their CUDA records are made here and packed as records.json.xz: the "held-out arch" split of
+#      inference/fit_interference.py. Seeds 20000 and up are in no corpus split: an exam's models would show their
+#      idle residuals before the exam is scored).
 # Resumes: trace_run skips sessions it has, calibration runs once per job folder.
 set -uo pipefail
 export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"  # the project's packages, installed or not
@@ -48,7 +53,32 @@ PY
   --format=csv; lscpu | grep -E "Model name|^CPU\(s\)"; hostname; } > "$JOB/machine.txt" 2>&1   # provenance
 {
 for mb in "${MODELS[@]}"; do export_model "${mb%%:*}" "${mb##*:}" 224; done
-FILES=$(list $(for mb in "${MODELS[@]}"; do echo "$M/${mb%%:*}_bs${mb##*:}_224x224.onnx"; done))
+CORPUS_FILES=()
+if [ -n "${CORPUS_ARCHS:-}" ]; then   # generator architectures outside every split, with their CUDA records
+  echo "stage corpus_export"
+  python3 model_zoo/build_corpus.py --set "archs=$CORPUS_ARCHS" --set "max_configs=${CORPUS_MAX_CONFIGS:-2}" \
+    --set "workers=${WORKERS:-14}" 2>&1 | grep -E "failed|done|rror"
+  PAT=$(python3 -c "import sys, yaml; print('|'.join('/' + a + '_bs' for a in yaml.safe_load(sys.argv[1])))" "$CORPUS_ARCHS")
+  mapfile -t CORPUS_FILES < <(ls "$M"/*.onnx | grep -v "\.opt\." | grep -E "$PAT")
+  echo "corpus models: ${#CORPUS_FILES[@]}"
+  if [ ! -e "$JOB/records.json.xz" ]; then
+    echo "stage corpus_records"
+    args=(); for f in "${CORPUS_FILES[@]}"; do args+=(--model "$f"); done
+    python3 ort_analysis/fusion_detector.py --device cuda "${args[@]}" > "$JOB/records.log" 2>&1
+    grep -ciE "error" "$JOB/records.log"
+    python3 - "$JOB/records.json.xz" "${CORPUS_FILES[@]}" <<'PY'
+import json, lzma, sys
+from pathlib import Path
+from hase.utils import paths
+want = {Path(f).name[:-len(".onnx")] for f in sys.argv[2:]}
+recs = {p.name[:-len(".cuda.json")]: json.loads(p.read_text())
+        for p in sorted(paths.kernel_record_dir().glob("*.cuda.json")) if p.name[:-len(".cuda.json")] in want}
+open(sys.argv[1], "wb").write(lzma.compress(json.dumps(recs).encode(), preset=9))
+print(f"records: {len(recs)} of {len(want)}")
+PY
+  fi
+fi
+FILES=$(list $(for mb in "${MODELS[@]}"; do echo "$M/${mb%%:*}_bs${mb##*:}_224x224.onnx"; done) "${CORPUS_FILES[@]}")
 if [ ! -e "$JOB/calibrated" ]; then
   echo "stage calibrate"
   CR=$(python3 -c "

@@ -50,9 +50,12 @@ h = s["by_split"]["held-out neighbour / all archs"]["e2e"]
 m["load_params_from"] = "inference/results/nvidia-h100/interference (fit_interference.py on an H100 machine)"
 # the idle accuracy users are told is the latest scored H100 exam's (score_exam.py keeps it at <gpu>/exam/)
 ex = json.loads(Path("inference/results/nvidia-h100/exam/summary.json").read_text())
+nm = json.loads(Path("inference/results/nvidia-h100/interference/new_machines_clean/summary.json").read_text())
+pm = nm["per_machine_calibrated"]["held-out neighbour"]["calibrated"]
 m["warnings_for_users"] = [
     f"nvidia-h100: the interference term is fitted on {s['machines']} H100 machine(s) (held-out neighbours "
-    f"{h['mape_pct']:.1f}% MAPE on {h['n']} cases); the last H100 exam, {ex['exam'].replace('exam_', '')}: "
+    f"{h['mape_pct']:.1f}% MAPE on {h['n']} cases; on {nm['machines']} H100 machines it never saw, per machine with "
+    f"the host calibration, {pm['mape_pct']:.1f}% on {pm['n']} cases); the last H100 exam, {ex['exam'].replace('exam_', '')}: "
     f"{ex['overall']['mape_pct']:.1f}% MAPE, {ex['models']} models, "
     f"{ex['sessions_per_model']} clean sessions on {ex['machines']} H100 machine(s), {ex['report']}"]
 p.write_text(json.dumps(m, indent=1) + "\n")

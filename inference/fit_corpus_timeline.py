@@ -321,8 +321,7 @@ def main() -> int:
             model["fitted"] = sorted(fitted)
             model["at_bounds"] = [k for k, v in fitted.items() if min(abs(v - b) for b in FIT_BOUNDS[k]) < 1e-6]
             d["pred_ms_before_fit"] = d["pred_ms"]
-            for i, m in enumerate(d["model"]):
-                d.loc[i, "pred_ms"] = predict_idle(oof_preps[m], model["params"], spread)["central"]
+            d["pred_ms"] = [predict_idle(oof_preps[m], model["params"], spread)["central"] for m in d["model"]]
             d["pred_host_us"] = [float(oof_preps[m]["h"].sum()) * model["params"]["kappa"] for m in d["model"]]
         meas = sessions.assign(hp=sessions["host_sum_us"] - launch_cost * sessions["n_gpu_ops"]) \
             .groupby("model")[["hp", "gpu_sum_us"]].median()

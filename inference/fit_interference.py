@@ -122,16 +122,16 @@ def predictions(preps: dict, params: dict, loads: dict, idle_clock: float, sprea
 
 
 def per_machine_calibrated(sessions: pd.DataFrame, model: dict, preps: dict, params: dict, loads: dict,
-                           idle_clock: float, cfg: dict, kinds: dict) -> dict:
+                           idle_clock: float, cfg: dict, kinds: dict, plain: dict) -> dict:
     """What the product predicts where the node agent exports the host calibration: each machine's own cases (its
     median over its sessions; no pooling across machines) against the timeline scaled by that machine's median
     calibration at idle (machine_calibration.host_scale, the model's elasticity), next to the same unscaled. The
-    calibration column is the label process's own (clean_calib_host_index_us for label clean)."""
+    calibration column is the label process's own (clean_calib_host_index_us for label clean). plain: predictions()
+    with these params, unscaled (only their central values are read)."""
     col = "clean_calib_host_index_us" if cfg["label"] == "clean" else "calib_host_index_us"
     if col not in sessions or not (model.get("calibration_ref") or {}).get("host_index_us"):
         return {}
     from hase.inference import machine_calibration as mc
-    plain = predictions(preps, params, loads, idle_clock, None, True)
     rows, out = [], {"what": "each machine's cases (median over its own sessions) against the prediction scaled by "
                              f"its median {col} at idle, and unscaled", "machines": {}}
     for mach, s in sessions.groupby("machine"):
@@ -336,7 +336,7 @@ def main() -> int:
     held = cases[cases["kind"] == "held-out neighbour"]
     per_load = {ld: block(g) for ld, g in held.groupby("load")}
     kinds = dict(zip(cases["load"], cases["kind"]))
-    per_machine = per_machine_calibrated(sessions, model, preps, params, loads, idle_clock, cfg, kinds)
+    per_machine = per_machine_calibrated(sessions, model, preps, params, loads, idle_clock, cfg, kinds, pred)
     machine_cases = per_machine.pop("cases", None)
     summary = {"labels": f"median over fresh sessions of each session's {cfg['statistic']} run (e2e, session.run "
                          f"with copies); runs' p10/p90 beside it", "statistic": cfg["statistic"],

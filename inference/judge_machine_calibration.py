@@ -3,8 +3,9 @@
   python inference/judge_machine_calibration.py --set "machine_dirs=[benchmark/results/nvidia-h200/corpus/machine_n]"
 
 For each target machine (clean_sessions.csv from benchmark/clean_labels.py: its own host calibration beside every
-session; or the idle stages of a neighbour folder, benchmark/run_gpu_slices.sh, whose clean columns are the same), the training anchors it ran are predicted by the timeline model three ways: uncalibrated, and scaled by
-the machine's median calibration with each elasticity in `elasticities` (the model's machine-level one, the
+session; or the idle stages of a neighbour folder, benchmark/run_gpu_slices.sh, whose clean columns are the same),
+the training anchors it ran are predicted by the timeline model three ways: uncalibrated, and scaled by the
+machine's median calibration with each elasticity in `elasticities` (the model's machine-level one, the
 session-level one kept beside it, or numbers). Each machine's truth is the median of its own sessions. The models are
 training models on purpose: the machine is what is unseen, so the error that moves is the machine's.
 A compare report, not the main path. Writes OUT/summary.json and OUT/cases.csv.

@@ -53,6 +53,17 @@ def reference(sessions) -> dict:
     return out
 
 
+def reading(target) -> tuple:
+    """(host_index_us, time_unix or None) of a calibration target: a number of us per node, a dict profile or a
+    Calibration; (None, None) for None."""
+    if target is None:
+        return None, None
+    if isinstance(target, (int, float)):
+        return float(target), None
+    d = target if isinstance(target, dict) else target.to_dict()
+    return d.get("host_index_us"), d.get("time_unix")
+
+
 def host_scale(model: dict, target, now: float = None, max_age_s: float = MAX_AGE_S) -> tuple:
     """(scale, warning or None). target: a Calibration (benchmark/host_calibration), a dict profile, a number of
     us per node, or None."""
@@ -61,12 +72,7 @@ def host_scale(model: dict, target, now: float = None, max_age_s: float = MAX_AG
         return 1.0, None
     if not ref:
         return 1.0, "timeline model has no 'calibration_ref' (fitted on uncalibrated sessions): host not scaled"
-    when = None
-    if isinstance(target, (int, float)):
-        us = float(target)
-    else:
-        d = target if isinstance(target, dict) else target.to_dict()
-        us, when = d.get("host_index_us"), d.get("time_unix")
+    us, when = reading(target)
     if not isinstance(us, (int, float)) or not math.isfinite(us) or us <= 0:
         return 1.0, f"calibration field 'host_index_us' is {us!r}, not a positive number: host not scaled"
     if when is not None:
@@ -87,8 +93,7 @@ def range_note(model: dict, target) -> str:
     +20% after scaling, inference/results/nvidia-h100/machine_calibration/). None inside the range or unknown."""
     ref = model.get("calibration_ref") or {}
     lo, hi = ref.get("p10_us"), ref.get("p90_us")
-    us = target if isinstance(target, (int, float)) else (
-        (target if isinstance(target, dict) else target.to_dict()).get("host_index_us") if target is not None else None)
+    us = reading(target)[0]
     if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (lo, hi, us)) or lo <= us <= hi:
         return None
     return (f"calibration field 'host_index_us' {us:.2f} us is outside the {lo:.2f}-{hi:.2f} us (p10-p90) that the "

@@ -11,6 +11,10 @@
 #      their CUDA records are made here and packed as records.json.xz: the "held-out arch" split of
 #      inference/fit_interference.py. Seeds 20000 and up are in no corpus split: an exam's models would show their
 #      idle residuals before the exam is scored).
+#      PAIRED (0; 1: after the idle stage, benchmark/paired_labels.py next to every load, SESSIONS fresh sessions:
+#      idle runs of the same session seconds apart, the neighbour paused (SIGSTOP), into paired.csv, the label
+#      fit_interference.py reads with label=paired), TRACE_LOADS (1; 0: no traced stage per load: idle, the paired
+#      labels, idle_end).
 # Resumes: trace_run skips sessions it has, calibration runs once per job folder.
 set -uo pipefail
 export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"  # the project's packages, installed or not
@@ -93,7 +97,12 @@ print('{' + ', '.join(f'{n}: {v}' for n, v in d.items()) + '}')" "${LOADS[@]}")
 fi
 echo "stage idle"
 "${TRACE[@]}" --set out=load_idle --set "models=$FILES" 2>&1 | quiet
-for nk in "${LOADS[@]}"; do
+if [ "${PAIRED:-0}" = 1 ]; then   # resumes: rows already in paired.csv are skipped
+  echo "stage paired"
+  python3 benchmark/paired_labels.py --device cuda --set "models=$FILES" --set "loads=$(list "${LOADS[@]}")" \
+    --set "sessions=${SESSIONS:-2}" --set "out=$JOB/paired.csv" 2>&1 | quiet
+fi
+[ "${TRACE_LOADS:-1}" = 1 ] && for nk in "${LOADS[@]}"; do
   n=${nk%%:*}; k=${nk##*:}
   echo "stage $n $k"
   python3 benchmark/corunners.py --name "$n" --knob "$k" --device cuda --duration 0 > "$JOB/$n.out" 2>&1 &

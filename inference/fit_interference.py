@@ -55,7 +55,9 @@ DEFAULTS = {"interference_dirs": ["benchmark/results/nvidia-h200/interference/ma
             "alpha": None,
             # traced: the CUPTI-traced process's runs (what every committed neighbour folder has); clean: the runs
             # of trace_run's child that never profiles (e2e_clean_*; the mean only in data from session 24 on).
-            # They differ next to neighbours (H100 m: clean median 0.77x traced next to small_infer)
+            # They differ next to neighbours (H100 m: clean median 0.77x traced next to small_infer). paired: the
+            # clean idle label times each session's paired slowdown (benchmark/paired_labels.py, paired.csv: idle
+            # runs of the same session seconds apart, the neighbour paused), where a machine has one
             "label": "traced",
             "out": "inference/results/nvidia-h200/interference",
             "summary": "inference/results/nvidia-h200/summary.json"}
@@ -65,6 +67,8 @@ NEED_S = ["model", "session", "load", "e2e_mean_ms", "e2e_median_ms", "e2e_p10_m
           "device_mean_ms", "device_median_ms"]
 NEED_C = ["load", "level", BUSY, CLOCK, DRAM, "PROBE_WAIT_US_PER_LAUNCH"]
 IDLE_CAL = "stressor-matmul"   # calibrate_loads.py's level-0 row: the idle reference of the probe
+NEED_P = ["model", "load", "session", "slowdown", "idle_mean_ms", "idle_median_ms", "loaded_mean_ms",
+          "loaded_median_ms", "loaded_p10_ms", "loaded_p90_ms"]
 
 
 def load_name(cal_load: str, level: float) -> str:
@@ -233,6 +237,52 @@ def machine_slowdowns(sessions: pd.DataFrame, statistic: str) -> pd.Series:
     return per.dropna(subset=["ratio"]).groupby(["model", "load"])["ratio"].median()
 
 
+def with_paired(sessions: pd.DataFrame, dirs: list) -> pd.DataFrame:
+    """label paired: every (machine, model, load) in a machine's paired.csv (benchmark/paired_labels.py) gets one row
+    per paired session, its label = the machine's idle label of the model (median over its idle sessions, the first
+    and last stage pooled) x that session's slowdown (loaded runs / idle runs of the same session, seconds apart);
+    the runs' p10/p90 scaled alike. They replace that machine's stage rows of the pair (a slowdown read across stages
+    carries the host's drift between them: H100 machine r's idle_end/idle 0.66-1.20). Device columns stay empty."""
+    out, replaced = [], set()
+    for d in dirs:
+        p = read_machines([d], "paired.csv", NEED_P, "paired label")
+        p["load"] = p["load"].map(canonical_load)
+        mine = sessions[(sessions["machine"] == d.name) & sessions["load"].isin([IDLE, IDLE_END])]
+        ref = mine.groupby("model")[["e2e_mean_ms", "e2e_median_ms"]].median()
+        p = p[p["model"].isin(ref.index)]
+        if p.empty:
+            raise HaseError("label paired: no paired model has an idle label on this machine", d / "paired.csv")
+        mean_ref, med_ref = p["model"].map(ref["e2e_mean_ms"]), p["model"].map(ref["e2e_median_ms"])
+        per_ms = mean_ref / p["idle_mean_ms"]   # the idle label's ms per ms of this session's idle runs
+        out.append(pd.DataFrame({
+            "machine": d.name, "model": p["model"], "load": p["load"], "session": p["session"],
+            "e2e_mean_ms": mean_ref * p["slowdown"],
+            "e2e_median_ms": med_ref * p["loaded_median_ms"] / p["idle_median_ms"],
+            "e2e_p10_ms": per_ms * p["loaded_p10_ms"], "e2e_p90_ms": per_ms * p["loaded_p90_ms"],
+            "device_mean_ms": np.nan, "device_median_ms": np.nan}))
+        replaced |= set(zip(out[-1]["machine"], out[-1]["model"], out[-1]["load"]))
+    keys = zip(sessions["machine"], sessions["model"], sessions["load"].map(canonical_load))
+    keep = np.array([k not in replaced for k in keys], dtype=bool)
+    return pd.concat([sessions[keep]] + out, ignore_index=True)
+
+
+def idle_drift(sessions: pd.DataFrame, statistic: str) -> dict:
+    """The labels' own noise floor: per machine, each model's idle label measured last (idle_end, after the loads)
+    over the one measured first (idle), median and median |log| over the models. A slowdown read against the pooled
+    idle label moves by about this much from the host's drift between stages alone (H100 machine r: 0.66-1.20)."""
+    col, out = f"e2e_{statistic}_ms", {}
+    for mach, g in sessions.groupby("machine"):
+        per = g.groupby(["model", "load"])[col].median().unstack()
+        if IDLE not in per or IDLE_END not in per:
+            continue
+        r = (per[IDLE_END] / per[IDLE]).dropna()
+        if len(r):
+            out[mach] = {"models": int(len(r)), "idle_end_over_idle_median": float(r.median()),
+                         "abs_log_median_pct": float(np.median(np.abs(np.log(r))) * 100),
+                         "range": [float(r.min()), float(r.max())]}
+    return out
+
+
 def main() -> int:
     p = base_parser("Phase 7: interference on the measured timeline, judged on held-out neighbours", "inference",
                     "interference.yaml")
@@ -241,9 +291,9 @@ def main() -> int:
     log = get_logger("inference", args.log_level)
     dirs = [Path(d) for d in paths.expand_globs(cfg["interference_dirs"]) if Path(d).is_dir()]
     sessions = read_machines(dirs, "slices_sessions.csv.gz", NEED_S, "interference session")
-    if cfg["label"] not in ("traced", "clean"):
-        raise HaseError(f"label must be traced or clean, not '{cfg['label']}'")
-    if cfg["label"] == "clean":
+    if cfg["label"] not in ("traced", "clean", "paired"):
+        raise HaseError(f"label must be traced, clean or paired, not '{cfg['label']}'")
+    if cfg["label"] in ("clean", "paired"):
         cols = {f"e2e_{q}_ms": f"e2e_clean_{q}_ms" for q in (cfg["statistic"], "p10", "p90")}
         for d in dirs:   # every machine must have it: a NaN label would drop out of the medians unseen
             mine = sessions[sessions["machine"] == d.name]
@@ -253,6 +303,8 @@ def main() -> int:
                                 d)
         for a, b in cols.items():
             sessions[a] = sessions[b]
+    if cfg["label"] == "paired":
+        sessions = with_paired(sessions, dirs)
     sessions["load"] = sessions["load"].map(canonical_load)
     cal = read_machines(dirs, "load_calibration.csv", NEED_C, "load calibration")
     loads = load_metrics(cal)
@@ -270,6 +322,11 @@ def main() -> int:
     preps = prepare_all(records, model, cfg["predictor_dir"])
 
     # run_gpu_slices.sh measures idle first and again last (idle_end): one idle label over both
+    drift = idle_drift(sessions, cfg["statistic"])
+    for mach, v in drift.items():
+        log.info("%s: idle_end / idle %.3f (median over %d models; |log| median %.1f%%, %.2f-%.2f): the labels' "
+                 "drift between stages", mach, v["idle_end_over_idle_median"], v["models"], v["abs_log_median_pct"],
+                 *v["range"])
     sessions["load"] = sessions["load"].replace({IDLE_END: IDLE})
     lab = labels(sessions, cfg["statistic"])
     lab = lab[lab["sessions"] >= int(cfg["min_sessions"])]
@@ -341,6 +398,7 @@ def main() -> int:
     summary = {"labels": f"median over fresh sessions of each session's {cfg['statistic']} run (e2e, session.run "
                          f"with copies); runs' p10/p90 beside it", "statistic": cfg["statistic"],
                "interference_dirs": [str(d) for d in dirs], "machines": int(sessions["machine"].nunique()),
+               "idle_drift": drift,
                "sessions_per_case_median": float(cases["sessions"].median()),
                "train_neighbours": sorted({ld for ld in cases.loc[cases["kind"] == "training neighbour", "load"]}),
                "heldout_neighbours": sorted(held["load"].unique()), "alpha": params["alpha"], "gamma": params["gamma"],

@@ -40,6 +40,12 @@ $PY inference/fit_interference.py --set timeline_model=$R/nvidia-h100/corpus/tim
   --set "interference_dirs=[$I/machine_o,$I/machine_p,$I/machine_q]" --set label=clean --set alpha=$A \
   --set records=ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz --set min_sessions=2 \
   --set out=$R/nvidia-h100/interference/new_machines_clean --set 'summary=""'
+# ... and on architectures no fit has seen (generator seeds 20000, in no corpus split; `hase gpu-job neighbour_archs`,
+# session 26, machines r and s): issue 24's held-out arch split, alpha given, nothing fitted
+$PY inference/fit_interference.py --set timeline_model=$R/nvidia-h100/corpus/timeline_model.json \
+  --set "interference_dirs=[$I/machine_r,$I/machine_s]" --set label=clean --set alpha=$A \
+  --set records=ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz --set min_sessions=2 \
+  --set out=$R/nvidia-h100/interference/heldout_archs_clean --set 'summary=""'
 $PY - <<'PY'
 import json
 from pathlib import Path
@@ -52,10 +58,14 @@ m["load_params_from"] = "inference/results/nvidia-h100/interference (fit_interfe
 ex = json.loads(Path("inference/results/nvidia-h100/exam/summary.json").read_text())
 nm = json.loads(Path("inference/results/nvidia-h100/interference/new_machines_clean/summary.json").read_text())
 pm = nm["per_machine_calibrated"]["held-out neighbour"]["calibrated"]
+ha = json.loads(Path("inference/results/nvidia-h100/interference/heldout_archs_clean/summary.json").read_text())
+hh = ha["by_split"]["held-out neighbour / held-out arch"]
 m["warnings_for_users"] = [
     f"nvidia-h100: the interference term is fitted on {s['machines']} H100 machine(s) (held-out neighbours "
     f"{h['mape_pct']:.1f}% MAPE on {h['n']} cases; on {nm['machines']} H100 machines it never saw, per machine with "
-    f"the host calibration, {pm['mape_pct']:.1f}% on {pm['n']} cases); the last H100 exam, {ex['exam'].replace('exam_', '')}: "
+    f"the host calibration, {pm['mape_pct']:.1f}% on {pm['n']} cases; on architectures no fit has seen, "
+    f"{ha['machines']} more machines: {hh['mape_pct']:.1f}% on {hh['cases']} cases, against "
+    f"{hh['ignore_the_load']['mape_pct']:.1f}% ignoring the load); the last H100 exam, {ex['exam'].replace('exam_', '')}: "
     f"{ex['overall']['mape_pct']:.1f}% MAPE, {ex['models']} models, "
     f"{ex['sessions_per_model']} clean sessions on {ex['machines']} H100 machine(s), {ex['report']}"]
 p.write_text(json.dumps(m, indent=1) + "\n")

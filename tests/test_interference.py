@@ -287,4 +287,41 @@ def test_clean_label_needs_its_columns(tmp_path):
     p = run_script(mixed + ["--set", "label=clean"], tmp_path, cwd=REPO, check=False, timeout=300)
     assert p.returncode != 0 and "machine_m" in p.stderr and "e2e_clean_mean_ms" in p.stderr
     p = run_script(base + ["--set", "label=cuptified"], tmp_path, cwd=REPO, check=False, timeout=300)
-    assert p.returncode != 0 and "label must be traced or clean" in p.stderr
+    assert p.returncode != 0 and "label must be traced, clean or paired" in p.stderr
+
+
+def test_paired_label_replaces_the_stage_rows_of_its_pairs(tmp_path):
+    """label paired: a pair's label is the machine's idle label x each session's paired slowdown, whatever the
+    loaded stage read (a host that drifted between stages: the stage says 3.0x, the paired sessions 1.5x)."""
+    d = tmp_path / "machine_x"
+    d.mkdir()
+    rows = [("m_bs1", "idle", 0, 2.0), ("m_bs1", "idle", 1, 2.2), ("m_bs1", "idle_end", 0, 1.8),
+            ("m_bs1", "cnn_train@0.3", 0, 6.0), ("m_bs1", "small_infer@0.5", 0, 2.4)]
+    sess = pd.DataFrame([{"model": m, "load": ld, "session": i, "e2e_mean_ms": v, "e2e_median_ms": v,
+                          "e2e_p10_ms": v, "e2e_p90_ms": v, "device_mean_ms": 1.0, "device_median_ms": 1.0}
+                         for m, ld, i, v in rows]).assign(machine=d.name)
+    pd.DataFrame({"model": ["m_bs1"] * 2, "load": ["cnn_train@0.30"] * 2, "session": [0, 1],
+                  "slowdown": [1.4, 1.6], "idle_mean_ms": [1.0, 1.0], "idle_median_ms": [1.0, 1.0],
+                  "loaded_mean_ms": [1.4, 1.6], "loaded_median_ms": [1.2, 1.2], "loaded_p10_ms": [0.9, 0.9],
+                  "loaded_p90_ms": [3.0, 3.0]}).to_csv(d / "paired.csv", index=False)
+    out = fi.with_paired(sess, [d])
+    out["load"] = out["load"].map(fi.canonical_load).replace({fi.IDLE_END: fi.IDLE})
+    assert (out["load"] == "cnn_train@0.3").sum() == 2                  # the stage row is gone, 2 paired sessions
+    assert (out["load"] == "small_infer@0.5").sum() == 1                # a load without pairs keeps its stage row
+    within = fi.machine_slowdowns(out, "mean")
+    assert within["m_bs1", "cnn_train@0.3"] == pytest.approx(1.5)       # not 6.0 / 2.0
+    assert within["m_bs1", "small_infer@0.5"] == pytest.approx(2.4 / 2.0)
+    paired = out[out["load"] == "cnn_train@0.3"]
+    assert paired["e2e_p90_ms"].iloc[0] == pytest.approx(2.0 * 3.0)      # idle label 2.0 ms per 1 ms of idle runs
+    (d / "paired.csv").unlink()
+    with pytest.raises(HaseError, match="paired.csv missing"):
+        fi.with_paired(sess, [d])
+
+
+def test_idle_drift_is_the_last_idle_stage_over_the_first():
+    rows = [("a", "idle", 2.0), ("a", "idle", 2.2), ("a", "idle_end", 1.8), ("b", "idle", 1.0), ("b", "idle_end", 1.2),
+            ("c", "idle", 1.0)]   # c: no idle_end, left out
+    s = pd.DataFrame([{"machine": "machine_x", "model": m, "load": ld, "e2e_mean_ms": v} for m, ld, v in rows])
+    d = fi.idle_drift(s, "mean")["machine_x"]
+    assert d["models"] == 2 and d["range"] == pytest.approx([1.8 / 2.1, 1.2])
+    assert d["idle_end_over_idle_median"] == pytest.approx((1.8 / 2.1 + 1.2) / 2)

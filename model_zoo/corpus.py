@@ -17,7 +17,8 @@ from hase.utils.errors import HaseError, run_main  # noqa: E402
 
 SPLIT_FILE = paths.REPO / "model_zoo" / "corpus_split.yaml"
 CNN_FAMILIES = {"cnn_plain", "cnn_mobile", "cnn_grouped", "unet", "fpn", "convnext", "tcn", "dense",
-                "gan", "yolo", "video3d", "deeplab", "vocoder", "superres", "tasnet", "hrnet", "raft"}
+                "gan", "yolo", "video3d", "deeplab", "vocoder", "superres", "tasnet", "hrnet", "raft", "vqvae",
+                "capsnet"}
 # tcn, vocoder, tasnet: 1-D convs; video3d: 3-D; raft: conv encoders and ConvGRU updates around a parameter-free
 # correlation (MatMul, AvgPool, a Gather or GridSample lookup), no attention
 # not CNNs: the attention and mixing families, rnn (LSTM/GRU; a Conv1d front-end at most), linattn (linear
@@ -27,7 +28,9 @@ CNN_FAMILIES = {"cnn_plain", "cnn_mobile", "cnn_grouped", "unet", "fpn", "convne
 # dlrm (embedding Gathers, MatMul interactions and MLPs: no convolution), gnn (dense-adjacency MatMuls, masked
 # attention Softmax, Linear layers: no convolution), diffusion (a conv UNet, but self-attention at its low resolutions
 # and a timestep MLP, as hybrid), implicit (coordinate MLPs: Fourier encoding, Linear layers, no convolution) and
-# fttransformer (per-feature embeddings and attention layers over tabular features: no convolution)
+# fttransformer (per-feature embeddings and attention layers over tabular features: no convolution) and kan (spline
+# edge functions written out as elementwise ops, MatMuls: no convolution). vqvae (conv encoder and decoder around a
+# codebook lookup) and capsnet (two convs, then capsule MatMuls and routing) count as CNNs
 # named models that are CNNs (for the corpus's non-CNN share); every other named model has attention or mixing
 NAMED_CNN = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide_resnet50_2", "mobilenet_v2",
              "mobilenet_v3_small", "mobilenet_v3_large", "vgg11", "vgg16_bn", "densenet121", "densenet169",

@@ -181,6 +181,23 @@ same configs on any machine. Families (each with its own parameter ranges, FAMIL
                optional), 4-8 heads (q/k/v separate or fused, manual Softmax or SDPA; optionally the last layer's
                query the CLS token alone), a ReGLU, GEGLU or GELU FFN of 4/3-8/3 d; LayerNorm, ReLU, Linear to 1-100
                on the CLS token: [B, classes]
+  vqvae        VQ-VAE-like image autoencoder over [B, 3, H, W] (size: H = W 64-256): 2-3 stride-2 convs (4x4 or 3x3;
+               widths w, 2w, 2w with w 32-128), 0-2 residual blocks, a 1x1 conv to the code dimension (32-256); vector
+               quantization against a codebook of 256-4096 codes (squared distances by ReduceSum and a MatMul, ArgMin,
+               then a Gather of the codes or a one-hot (Equal, Cast) MatMul); a mirrored decoder (ConvTranspose 4x4
+               stride 2, or nearest Resize + 3x3 conv), a 3x3 conv to 3 channels, Tanh or Sigmoid: [B, 3, H, W]
+  capsnet      Capsule network with dynamic routing over [B, 1 or 3, H, W] (size: H = W 28-48): a conv (64-256, kernel
+               5-9, stride 1-2, ReLU), primary capsules by a stride-2 conv (8-32 capsule maps of 4-8 dimensions,
+               squashed: ReduceSum, Sqrt, Div, Mul), prediction vectors by one MatMul batched over the N input
+               capsules, 1-3 unrolled routing iterations (Softmax over 5-16 classes, weighted ReduceSum, squash,
+               agreement update), class lengths; optionally a reconstruction decoder masked by the longest class
+               (Equal, Cast; 3 Linears, Sigmoid): [B, classes] or [B, classes + C H W]
+  kan          Kolmogorov-Arnold network over numeric tabular features [B, F] (size: F 8-256; batches 1, 64-256,
+               1024-4096): 1-3 hidden layers (16-128) and an output layer (1-100), each edge a learned function: a
+               B-spline basis (grid 3-10, order 2-3, Cox-de Boor recursion written out: GreaterOrEqual, Less, And,
+               Cast, Sub, Div, Mul, Slice) or Gaussian radial functions (Exp) over LayerNorm'd inputs, flattened and
+               a MatMul with the spline coefficients, plus a SiLU base branch (a Linear) or not; LayerNorm between
+               layers or not: [B, classes]
 Configs: batch 1 always, one batch of 4-16 and one of 32-64 (dlrm: 64-512 and 1024-2048; fttransformer: 64-256
 and 1024-4096), each at a size the family allows; a config whose forward pass exceeds `max_gflop` is run at a
 smaller batch (so one run stays under ~30 ms on an H200). hrnet, raft and fttransformer fit their configs in the
@@ -207,7 +224,8 @@ CNN = ("cnn_plain", "cnn_mobile", "cnn_grouped")  # _build_cnn builds these (une
 FAMILIES = ("cnn_plain", "cnn_mobile", "cnn_grouped", "vit", "swin", "hybrid", "mixer", "encoder",
             "pvt", "decoder", "unet", "conformer", "fpn", "convnext", "tcn", "perceiver", "dense", "rnn", "linattn",
             "ssm", "gan", "moe", "detr", "yolo", "pointnet", "wav2vec", "video3d", "deeplab", "dlrm", "vocoder",
-            "superres", "gnn", "diffusion", "implicit", "tasnet", "hrnet", "raft", "fttransformer")
+            "superres", "gnn", "diffusion", "implicit", "tasnet", "hrnet", "raft", "fttransformer", "vqvae",
+            "capsnet", "kan")
 # families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's or a vocoder's mel bins,
 # a tcn's, an rnn's or an ssm's C_in, an implicit model's 3 coordinates of each of its S points)
 SEQUENCE = ("encoder", "decoder", "conformer", "tcn", "rnn", "ssm", "vocoder", "implicit")
@@ -690,6 +708,32 @@ def arch_spec(family: str, seed: int) -> dict:
         if s["embed"] != "periodic":
             del s["frequencies"]  # drawn either way, kept only where the model uses it
         sizes = [8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]  # features
+    elif family == "vqvae":
+        # VQ-VAE-like: a strided conv encoder, a codebook lookup (distances, ArgMin, Gather or one-hot MatMul), a
+        # mirrored decoder (ConvTranspose or Resize + conv), Tanh or Sigmoid
+        s.update(width=_pick(r, [32, 48, 64, 96, 128]), downs=int(r.integers(2, 4)), down_k=_pick(r, [4, 4, 3]),
+                 res_blocks=int(r.integers(0, 3)), code_dim=_pick(r, [32, 64, 128, 256]),
+                 codes=_pick(r, [256, 512, 1024, 2048, 4096]), quant=_pick(r, ["gather", "gather", "onehot"]),
+                 up=_pick(r, ["convT", "convT", "resize"]), out_act=_pick(r, ["tanh", "sigmoid"]))
+        sizes = [64, 96, 128, 160, 192, 224, 256]
+    elif family == "capsnet":
+        # CapsNet-like: conv, primary capsules, prediction vectors (one batched MatMul over the input capsules),
+        # unrolled dynamic routing, class lengths, an optional masked reconstruction decoder
+        s.update(in_ch=_pick(r, [1, 3]), conv_ch=_pick(r, [64, 128, 256]), conv_k=_pick(r, [5, 7, 9]),
+                 conv_stride=_pick(r, [1, 1, 2]), prim_k=_pick(r, [3, 5, 9]), prim_caps=_pick(r, [8, 16, 32]),
+                 prim_dim=_pick(r, [4, 8]), classes=_pick(r, [5, 10, 16]), out_dim=_pick(r, [8, 16]),
+                 iters=int(r.integers(1, 4)), decoder=bool(r.random() < 0.5))
+        # sizes whose input capsules keep the prediction weights (N x classes x out_dim x prim_dim) under 4 M
+        sizes = [z for z in (28, 32, 36, 40, 48) if _caps_n(s, z) * s["classes"] * s["out_dim"] * s["prim_dim"] <= 4e6]
+        sizes = sizes or [28]
+    elif family == "kan":
+        # Kolmogorov-Arnold network over tabular features: B-spline (Cox-de Boor) or Gaussian RBF edge functions,
+        # an optional SiLU base branch, LayerNorm between layers or not
+        s.update(widths=[_pick(r, [16, 32, 64, 128]) for _ in range(int(r.integers(1, 4)))],
+                 grid=int(r.integers(3, 11)), order=_pick(r, [2, 3, 3]), basis=_pick(r, ["bspline", "bspline", "rbf"]),
+                 base=_pick(r, ["silu", "silu", "none"]), norm=bool(r.random() < 0.5),
+                 classes=_pick(r, [1, 2, 10, 100]))
+        sizes = [8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]  # features
     else:  # perceiver
         stem = _pick(r, ["patch", "conv"])
         patch = _pick(r, [4, 8, 16] if stem == "conv" else [4, 6, 8, 12, 14, 16])  # conv: log2(patch) stride-2 convs
@@ -710,7 +754,33 @@ def arch_spec(family: str, seed: int) -> dict:
         s["configs"][1]["batch"], s["configs"][2]["batch"] = _pick(r, [64, 128, 256]), _pick(r, [1024, 2048, 4096])
     if family in ("hrnet", "raft", "fttransformer"):
         _fit_configs(s, sizes)
+    if family == "kan":  # tabular models serve big batches, as fttransformer
+        s["configs"][1]["batch"], s["configs"][2]["batch"] = _pick(r, [64, 128, 256]), _pick(r, [1024, 2048, 4096])
+    for c in s["configs"]:   # the largest intermediate under ~1 GB (2.5e8 floats): halve the batch until it is
+        while c["batch"] > 1 and c["batch"] * _largest_elems(s, c["size"]) > 2.5e8:
+            c["batch"] //= 2
     return s
+
+
+def _caps_n(s: dict, size: int) -> int:
+    """A capsnet's input capsules at H = W = size: capsule maps x the primary conv's output grid."""
+    h1 = (size - s["conv_k"]) // s["conv_stride"] + 1
+    h2 = (h1 - s["prim_k"]) // 2 + 1
+    return s["prim_caps"] * max(h2, 1) ** 2
+
+
+def _largest_elems(s: dict, size: int) -> int:
+    """Batch-1 elements of the largest intermediate of the families that have one far over their activations: a
+    vqvae's distances (grid x codes), a capsnet's prediction vectors (N x classes x out_dim), a kan's spline bases
+    (features x basis functions x widest layer); 0 for the others."""
+    fam = s["family"]
+    if fam == "vqvae":
+        return (size // 2 ** s["downs"]) ** 2 * s["codes"]
+    if fam == "capsnet":
+        return _caps_n(s, size) * s["classes"] * s["out_dim"] * max(s["prim_dim"], 2)
+    if fam == "kan":
+        return max([size] + s["widths"]) * (s["grid"] + 2 * s["order"] + 1)
+    return 0
 
 
 def _diffusion_plan(s: dict) -> list:
@@ -1607,6 +1677,12 @@ def _build(spec: dict, size: int, M: dict, g):
         model = _build_raft(spec, size)
     elif fam == "fttransformer":
         model = _build_fttransformer(spec, size)
+    elif fam == "vqvae":
+        model = _build_vqvae(spec)
+    elif fam == "capsnet":
+        model = _build_capsnet(spec, size)
+    elif fam == "kan":
+        model = _build_kan(spec, size)
     elif fam == "torchvision":
         from hase.model_zoo.torchvision_exporter import build_torch_model
         return build_torch_model(spec["arch"], size)
@@ -3763,6 +3839,144 @@ def _build_fttransformer(s, size):
     return FTT()
 
 
+def _build_vqvae(s):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    w, D, K = s["width"], s["code_dim"], s["codes"]
+    chans = [w * min(i + 1, 2) for i in range(s["downs"])]       # w, 2w, 2w
+
+    class Res(nn.Module):
+        """x + conv1x1(ReLU(conv3x3(ReLU(x)))), hidden w."""
+        def __init__(self, c):
+            super().__init__()
+            self.a, self.b = nn.Conv2d(c, w, 3, padding=1), nn.Conv2d(w, c, 1)
+
+        def forward(self, x):
+            return x + self.b(F.relu(self.a(F.relu(x))))
+
+    class VQ(nn.Module):
+        """z [B, D, h, w] -> its nearest codes: |z|^2 - 2 z E^T + |E|^2, ArgMin, then E[idx] (Gather) or a one-hot
+        (Equal with the code indices, Cast) times E."""
+        def __init__(self):
+            super().__init__()
+            self.codebook = nn.Parameter(torch.empty(K, D))
+            self.register_buffer("ids", torch.arange(K), persistent=False)
+
+        def forward(self, z):
+            b, d, h, ww = z.shape
+            f = z.permute(0, 2, 3, 1).reshape(b, h * ww, d)
+            e = self.codebook
+            dist = (f * f).sum(-1, keepdim=True) - 2 * f @ e.t() + (e * e).sum(-1)
+            idx = dist.argmin(-1)
+            q = e[idx] if s["quant"] == "gather" else (idx[..., None] == self.ids).to(f.dtype) @ e
+            return q.reshape(b, h, ww, d).permute(0, 3, 1, 2)
+
+    pad = 1
+    enc, c = [], 3
+    for co in chans:
+        enc += [nn.Conv2d(c, co, s["down_k"], stride=2, padding=pad), nn.ReLU()]
+        c = co
+    enc += [Res(c) for _ in range(s["res_blocks"])] + [nn.ReLU(), nn.Conv2d(c, D, 1)]
+    dec = [nn.Conv2d(D, c, 3, padding=1)] + [Res(c) for _ in range(s["res_blocks"])] + [nn.ReLU()]
+    for co in list(reversed(chans))[1:] + [w]:
+        if s["up"] == "convT":
+            dec += [nn.ConvTranspose2d(c, co, 4, stride=2, padding=1), nn.ReLU()]
+        else:
+            dec += [nn.Upsample(scale_factor=2, mode="nearest"), nn.Conv2d(c, co, 3, padding=1), nn.ReLU()]
+        c = co
+    dec += [nn.Conv2d(c, 3, 3, padding=1), nn.Tanh() if s["out_act"] == "tanh" else nn.Sigmoid()]
+    return nn.Sequential(nn.Sequential(*enc), VQ(), nn.Sequential(*dec))
+
+
+def _build_capsnet(s, size):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    n_in, C, O, P = _caps_n(s, size), s["classes"], s["out_dim"], s["prim_dim"]
+
+    def squash(v):
+        n2 = (v * v).sum(-1, keepdim=True)
+        return n2 / (1 + n2) * v / torch.sqrt(n2 + 1e-8)
+
+    class Caps(nn.Module):
+        """conv -> primary capsules [B, N, P] squashed -> u_hat [B, N, C, O] by a MatMul batched over N ->
+        routing: c = Softmax(b) over classes, s = sum_n c u_hat, v = squash(s), b += u_hat . v -> |v| [B, C]."""
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(s["in_ch"], s["conv_ch"], s["conv_k"], stride=s["conv_stride"])
+            self.prim = nn.Conv2d(s["conv_ch"], s["prim_caps"] * P, s["prim_k"], stride=2)
+            self.W = nn.Parameter(torch.empty(n_in, C * O, P))
+            if s["decoder"]:
+                self.register_buffer("ids", torch.arange(C), persistent=False)
+                self.dec = nn.Sequential(nn.Linear(C * O, 512), nn.ReLU(), nn.Linear(512, 1024), nn.ReLU(),
+                                         nn.Linear(1024, s["in_ch"] * size * size), nn.Sigmoid())
+
+        def forward(self, x):
+            b = x.shape[0]
+            p = self.prim(F.relu(self.conv(x)))                        # [B, caps * P, h, w]
+            u = squash(p.reshape(b, s["prim_caps"], P, -1).permute(0, 1, 3, 2).reshape(b, n_in, P))
+            u_hat = (self.W @ u.permute(1, 2, 0)).permute(2, 0, 1).reshape(b, n_in, C, O)
+            logits = torch.zeros(b, n_in, C, dtype=x.dtype)
+            for i in range(s["iters"]):
+                c = logits.softmax(-1)
+                v = squash((c[..., None] * u_hat).sum(1))              # [B, C, O]
+                if i < s["iters"] - 1:
+                    logits = logits + (u_hat * v[:, None]).sum(-1)
+            length = torch.sqrt((v * v).sum(-1) + 1e-8)
+            if not s["decoder"]:
+                return length
+            mask = (length.argmax(-1, keepdim=True) == self.ids).to(x.dtype)
+            return torch.cat([length, self.dec((v * mask[..., None]).reshape(b, C * O))], 1)
+    return Caps()
+
+
+def _build_kan(s, size):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    G, k = s["grid"], s["order"]
+
+    class KANLayer(nn.Module):
+        """y = basis(x).flatten @ W_spline (+ Linear(SiLU(x))): basis is a B-spline of order k on a uniform grid of
+        G intervals over [-1, 1] (Cox-de Boor: the order-0 indicators, then k rounds of the two-term recursion),
+        G + k functions an input; or G Gaussian radial functions over [-2, 2]."""
+        def __init__(self, fin, fout):
+            super().__init__()
+            if s["basis"] == "bspline":
+                h = 2.0 / G
+                knots = torch.arange(-k, G + k + 1, dtype=torch.float32) * h - 1.0
+                self.register_buffer("t", knots.expand(fin, -1).contiguous(), persistent=False)
+                nb = G + k
+            else:
+                self.register_buffer("c", torch.linspace(-2.0, 2.0, G), persistent=False)
+                nb = G
+            self.spline = nn.Parameter(torch.empty(fin * nb, fout))
+            self.base = nn.Linear(fin, fout) if s["base"] == "silu" else None
+
+        def basis(self, x):
+            if s["basis"] == "rbf":
+                return torch.exp(-((x[..., None] - self.c) * (G - 1) / 4.0) ** 2)
+            x, t = x[..., None], self.t
+            b = ((x >= t[:, :-1]) & (x < t[:, 1:])).to(x.dtype)
+            for p in range(1, k + 1):
+                b = ((x - t[:, :-(p + 1)]) / (t[:, p:-1] - t[:, :-(p + 1)]) * b[..., :-1]
+                     + (t[:, p + 1:] - x) / (t[:, p + 1:] - t[:, 1:-p]) * b[..., 1:])
+            return b
+
+        def forward(self, x):
+            y = self.basis(x).reshape(x.shape[0], -1) @ self.spline
+            return y + self.base(F.silu(x)) if self.base is not None else y
+
+    dims = [size] + s["widths"] + [s["classes"]]
+    layers = []
+    for i, (a, b) in enumerate(zip(dims[:-1], dims[1:])):
+        if s["norm"] or s["basis"] == "rbf":   # FastKAN normalises before its radial functions
+            layers.append(nn.LayerNorm(a))
+        layers.append(KANLayer(a, b))
+    return nn.Sequential(*layers)
+
+
 def input_shape(spec: dict, batch: int, size: int) -> tuple:
     if spec["family"] == "implicit":  # N points of 3 coordinates, points first: [B, N, 3]
         return (batch, size, 3)
@@ -3785,8 +3999,10 @@ def input_shape(spec: dict, batch: int, size: int) -> tuple:
         return (batch, size, spec["f_in"] + size)
     if spec["family"] == "raft":  # two RGB frames stacked on the channels
         return (batch, 6, size, size)
-    if spec["family"] == "fttransformer":  # a table's rows: F numeric features each
+    if spec["family"] in ("fttransformer", "kan"):  # a table's rows: F numeric features each
         return (batch, size)
+    if spec["family"] == "capsnet":  # grey or RGB
+        return (batch, spec["in_ch"], size, size)
     return (batch, 3, size, size)
 
 

@@ -25,7 +25,8 @@ SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1,
          "encoder": 2, "pvt": 7, "decoder": 6, "unet": 7, "conformer": 5, "fpn": 7, "convnext": 3,
          "tcn": 1, "perceiver": 8, "dense": 4, "rnn": 1, "linattn": 1, "ssm": 1, "gan": 1, "moe": 2, "detr": 3,
          "yolo": 2, "pointnet": 3, "wav2vec": 7, "video3d": 6, "deeplab": 0, "dlrm": 4, "vocoder": 2, "superres": 0,
-         "gnn": 1, "diffusion": 5, "implicit": 7, "tasnet": 1, "hrnet": 2, "raft": 3, "fttransformer": 6}
+         "gnn": 1, "diffusion": 5, "implicit": 7, "tasnet": 1, "hrnet": 2, "raft": 3, "fttransformer": 6,
+         "vqvae": 2, "capsnet": 2, "kan": 1}
 # tcn-s1: gated, LayerNorm, an uneven 'same' Pad; perceiver-s8: 2 MHA cross blocks; rnn-s1: a stride-2 Conv1d
 # front-end, 3 GRU layers, a mean head; linattn-s1: conv stem, elu+1 linear attention by MatMul; ssm-s1: 3 Mamba-like
 # blocks, a chunked scan (3 chunks of 64 at T 192); ssm-s5 (S4D, a long-convolution kernel) is exported by seed checks;
@@ -43,6 +44,9 @@ SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1,
 # hrnet-s2: 2 branches (24, 48) of basic blocks, 3 fusion modules, nearest Resize, a classification head;
 # raft-s3: all-pairs MatMul correlation, 1 level looked up at radius 2 by GatherElements, SepConvGRU x 4, convex
 # upsampling; fttransformer-s6: linear + ReLU embeddings of 48 features, 2 layers, fused q/k/v SDPA, ReGLU
+# vqvae-s2: 3 stride-2 4x4 convs, 2 residual blocks, 1024 codes by ArgMin and Gather, nearest Resize + conv decoder;
+# capsnet-s2: grey 36x36, 8 capsule maps of 8 dimensions, 3 routing iterations, the masked reconstruction decoder;
+# kan-s1: B-spline edges (grid 5, order 3) over 192 features, 3 hidden layers, a SiLU base branch
 
 
 def test_specs_are_seeded_and_reproducible():
@@ -529,3 +533,26 @@ def test_a_recurrent_kin_is_still_priced_per_step():
     g1, _ = nm.predict([lstm])
     g2, _ = nm.predict([longer])
     assert 1.5 < g2[0] / g1[0] < 2.5
+
+
+def test_kan_bspline_bases_are_a_partition_of_unity_and_vqvae_snaps_to_its_codes():
+    """The exam v12 candidate families compute what they say: a B-spline basis of order k on a uniform grid sums to
+    1 inside [-1, 1] (Cox-de Boor written out in ONNX ops), and a VQ-VAE's quantizer returns rows of its codebook."""
+    import torch
+    spec = dict(arch_spec("kan", 1))
+    kan = build_model(spec, 12)
+    layer = [m for m in kan if hasattr(m, "basis")][0]
+    x = torch.linspace(-0.999, 0.999, 101)[:, None].expand(101, 12)
+    b = layer.basis(x)
+    assert b.shape == (101, 12, spec["grid"] + spec["order"])
+    assert torch.allclose(b.sum(-1), torch.ones(101, 12), atol=1e-5) and (b >= -1e-6).all()
+    vq_spec = arch_spec("vqvae", 2)
+    vq = build_model(vq_spec, 64)[1]
+    z = torch.randn(2, vq_spec["code_dim"], 4, 4)
+    q = vq(z).permute(0, 2, 3, 1).reshape(-1, vq_spec["code_dim"])
+    e = vq.codebook.detach()
+    hit = (q.detach()[:, None, :] == e[None]).all(-1)           # every output vector is a code, exactly (a Gather)
+    assert (hit.sum(-1) == 1).all()
+    f = z.permute(0, 2, 3, 1).reshape(-1, vq_spec["code_dim"])
+    near = ((f[:, None, :] - e[None]) ** 2).sum(-1).argmin(-1)
+    assert torch.equal(hit.float().argmax(-1), near)            # ... the nearest one to its input

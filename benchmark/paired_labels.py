@@ -12,7 +12,8 @@ InferenceSession: idle and loaded runs alternate within a second, in one process
 stages cancels in their ratio.
 
 For every load: start the neighbour (benchmark/corunners.py, a child process), then for each fresh session of each
-model (rounds order, as clean_labels.py): warm-up next to the running neighbour, then `rounds` x (pause it, wait
+model (rounds order, as clean_labels.py): the host calibration, the session made and warmed up with the neighbour
+paused (so cuDNN's algorithm search sees the idle GPU), then `rounds` x (pause it, wait
 `pause_settle_s` for its queued kernels to drain, time `block_ms` of session.run; resume it, wait `resume_settle_s`,
 time `block_ms`). The neighbour's state is read from /proc before every idle block: a neighbour that is not stopped
 there is an error, never a silent idle label. One CSV row per (model, load, session): the idle and loaded runs'
@@ -163,12 +164,20 @@ def measure(models: list, loads: list, cfg: dict, log) -> int:
                     if not nb.alive():
                         raise HaseError(f"neighbour {tag} exited during the measurement")
                     mp = Path(mp)
-                    host = host_index(cal.host(cfg["calib_budget_ms"]))
-                    sess = make_session(mp, device, device_id=cfg["device_id"], cuda_options=cuda_opts,
-                                        threads=cfg["threads"])
-                    run = make_runner(sess, dummy_feed(sess, seed=cfg["seed"]), "e2e", cfg["device_id"])
-                    for _ in range(int(cfg["warmup"]) + 1):
-                        run()
+                    # the session is made and warmed with the neighbour paused: cuDNN's EXHAUSTIVE search times
+                    # its candidates in the first run, and next to a neighbour it may keep another algorithm than
+                    # the idle timeline's; both blocks then run the idle choice (paired_run pauses it first anyway)
+                    pause.pause(float(cfg["pause_settle_s"]))
+                    try:
+                        host = host_index(cal.host(cfg["calib_budget_ms"]))
+                        sess = make_session(mp, device, device_id=cfg["device_id"], cuda_options=cuda_opts,
+                                            threads=cfg["threads"])
+                        run = make_runner(sess, dummy_feed(sess, seed=cfg["seed"]), "e2e", cfg["device_id"])
+                        for _ in range(int(cfg["warmup"]) + 1):
+                            run()
+                    except BaseException:
+                        os.kill(pause.pid, signal.SIGCONT)
+                        raise
                     r = paired_run(run, pause, cfg)
                     w.writerow(row_of(mp.stem, tag, i, r, host, nb.pid))
                     f.flush()

@@ -325,3 +325,35 @@ def test_idle_drift_is_the_last_idle_stage_over_the_first():
     d = fi.idle_drift(s, "mean")["machine_x"]
     assert d["models"] == 2 and d["range"] == pytest.approx([1.8 / 2.1, 1.2])
     assert d["idle_end_over_idle_median"] == pytest.approx((1.8 / 2.1 + 1.2) / 2)
+
+
+def test_fit_interference_runs_on_paired_labels(tmp_path):
+    """label=paired end to end on a real machine folder (H100 machine r) with a paired.csv made from its own stages:
+    every (model, load) there is judged, and its label is the machine's idle label x the paired slowdown."""
+    import shutil
+    src = REPO / "benchmark" / "results" / "nvidia-h100" / "interference" / "machine_r"
+    d = tmp_path / "machine_r"
+    shutil.copytree(src, d)
+    sess = pd.read_csv(src / "slices_sessions.csv.xz")
+    loaded = sess[sess["load"].str.startswith(("cnn_train", "small_infer"))]
+    idle = sess[sess["load"] == "idle"].groupby("model")["e2e_clean_mean_ms"].median()
+    pd.DataFrame({"model": loaded["model"], "load": loaded["load"], "session": loaded["session"],
+                  "slowdown": 1.25, "idle_mean_ms": loaded["model"].map(idle), "idle_median_ms": loaded["model"].map(idle),
+                  "loaded_mean_ms": 1.25 * loaded["model"].map(idle), "loaded_median_ms": 1.25 * loaded["model"].map(idle),
+                  "loaded_p10_ms": loaded["model"].map(idle), "loaded_p90_ms": 2 * loaded["model"].map(idle)}).to_csv(
+        d / "paired.csv", index=False)
+    out = tmp_path / "o"
+    run_script([str(REPO / "inference" / "fit_interference.py"), "--set", f"interference_dirs=[{d}]",
+                "--set", "timeline_model=inference/results/nvidia-h100/corpus/timeline_model.json",
+                "--set", "records=ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz",
+                "--set", "label=paired", "--set", "alpha=0.964", "--set", "min_sessions=2", "--set", f"out={out}",
+                "--set", "summary="], tmp_path, cwd=REPO, timeout=600)
+    cases = pd.read_csv(out / "cases.csv")
+    paired = cases[cases["load"].str.startswith(("cnn_train", "small_infer"))]
+    assert len(paired) == 2 * 25 and (paired["slowdown"] - 1.25).abs().max() < 1e-4
+    idle_lab = cases[cases["load"] == "idle"].set_index("model")["e2e_ms"]
+    both = sess[sess["load"].isin(["idle", "idle_end"])].groupby("model")["e2e_clean_mean_ms"].median()
+    assert (paired["e2e_ms"] / paired["model"].map(both) - 1.25).abs().max() < 1e-4   # idle pooled x slowdown (5 digits)
+    assert idle_lab.index.nunique() == 25
+    s = json.loads((out / "summary.json").read_text())
+    assert s["idle_drift"]["machine_r"]["models"] == 25

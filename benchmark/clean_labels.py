@@ -183,13 +183,7 @@ def main() -> int:
     log = get_logger("benchmark", args.log_level)
     if not cfg["out"]:
         raise HaseError("config out: the CSV to write is required")
-    if cfg["model_list"]:
-        cfg["models"] = list(cfg["models"]) + paths.model_list(cfg["model_list"])
-    if not cfg["models"]:
-        raise HaseError("config models: no model given")
-    missing = [m for m in cfg["models"] if not Path(m).exists()]
-    if missing:
-        raise HaseError("model file not found", missing[0])
+    cfg["models"] = paths.config_models(cfg)
     n = measure(cfg["models"], cfg, log)
     if "torch" in sys.modules:   # the point of this process: CUPTI never loaded
         raise HaseError("torch was imported in the clean-label process: its labels are not clean")

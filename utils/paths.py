@@ -171,6 +171,18 @@ def model_list(path) -> list:
     return lp.read_text().split()
 
 
+def config_models(cfg: dict) -> list:
+    """A measuring tool's models: config `models` then the lines of `model_list`; none, or a file that is not there,
+    is a one-line HaseError naming the field or the file."""
+    models = list(cfg["models"]) + (model_list(cfg["model_list"]) if cfg.get("model_list") else [])
+    if not models:
+        raise HaseError("config models: no model given")
+    missing = [m for m in models if not Path(m).exists()]
+    if missing:
+        raise HaseError("model file not found", missing[0])
+    return models
+
+
 def expand_globs(patterns) -> list:
     """Files matching each pattern, in order; a pattern that matches nothing is an error."""
     out = []

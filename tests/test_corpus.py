@@ -556,3 +556,15 @@ def test_kan_bspline_bases_are_a_partition_of_unity_and_vqvae_snaps_to_its_codes
     f = z.permute(0, 2, 3, 1).reshape(-1, vq_spec["code_dim"])
     near = ((f[:, None, :] - e[None]) ** 2).sum(-1).argmin(-1)
     assert torch.equal(hit.float().argmax(-1), near)            # ... the nearest one to its input
+
+
+def test_exam_v12_candidates_are_in_no_split_and_are_generator_families():
+    """The next exam's candidates (chosen before any measurement) stay out of the current splits until frozen."""
+    import yaml
+    c = yaml.safe_load((REPO / "model_zoo" / "exam_v12_candidates.yaml").read_text())
+    sp = yaml.safe_load((REPO / "model_zoo" / "corpus_split.yaml").read_text())
+    named = set(sp["train"]["named"]) | set(sp["exam"]["named"])
+    fams = set(sp["train"]["families"]) | set(sp["exam"]["held_out_families"]) | set(sp["exam"]["fresh_seeds"])
+    assert len(c["named"]) >= 6 and not set(c["named"]) & named
+    assert len(c["held_out_families"]) >= 3 and not set(c["held_out_families"]) & fams
+    assert set(c["held_out_families"]) <= set(FAMILIES)

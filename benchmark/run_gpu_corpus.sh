@@ -9,6 +9,7 @@
 # Env: FP16_TWINS ("": a YAML list of architectures also exported as float16 twins, <arch>-fp16_bs..., measured like
 #      the rest and recorded on the CUDA EP even with RECORDS=0; e.g. the ANCHORS; node_model.precision_risk; with
 #      LABELS_ONLY=1 the twins and their float32 models are also traced once, for inference/fit_precision_term.py),
+#      SPLIT_FILE (model_zoo/corpus_split.yaml; model_zoo/corpus_split_v12.yaml: exam v12's models with SPLIT=exam),
 #      LABELS_ONLY (0; 1: no trace, CLEAN_SESSIONS label sessions per model from benchmark/clean_labels.py), SESSIONS (2), CLEAN_SESSIONS (0 = SESSIONS; more: extra label-only sessions in a process that never profiles), RECORDS (0|1), SPLIT (all|train|exam|none: ANCHORS alone), WORKERS (14 export processes), RECORD_PROCS (6),
 #      EXAM_SESSIONS (0; > 0: the exam models first, in that many sessions, then everything in SESSIONS),
 #      ANCHORS ("": a YAML list of training architectures exported and traced beside SPLIT's models, e.g.
@@ -34,7 +35,8 @@ import importlib; t=importlib.util.find_spec('timm'); print('ort', o.__version__
 cat "$JOB/machine.txt"
 echo "stage export $(el)"
 if [ "${SPLIT:-all}" != none ]; then  # none: only ANCHORS (e.g. re-tracing a list of training architectures)
-  python3 model_zoo/build_corpus.py --set "split=${SPLIT:-all}" --set "workers=${WORKERS:-14}" 2>&1 | grep -E "failed|done|error"
+  python3 model_zoo/build_corpus.py --set "split=${SPLIT:-all}" --set "split_file=${SPLIT_FILE:-model_zoo/corpus_split.yaml}" \
+    --set "workers=${WORKERS:-14}" 2>&1 | grep -E "failed|done|error"
 fi
 if [ -n "${ANCHORS:-}" ]; then
   python3 model_zoo/build_corpus.py --set "archs=$ANCHORS" --set "workers=${WORKERS:-14}" 2>&1 | grep -E "failed|done|error"

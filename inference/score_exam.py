@@ -36,6 +36,7 @@ from hase.utils.metrics import accuracy  # noqa: E402
 DEFAULTS = {"timeline_model": "inference/results/nvidia-h200/corpus/timeline_model.json", "predictor_dir": "",
             "baselines": {}, "label": "clean", "timeline_dirs": ["benchmark/results/nvidia-h200/corpus/machine_*"],
             "records": "ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz",
+            "split_file": "model_zoo/corpus_split.yaml",   # which frozen exam (corpus_split_v12.yaml: v12)
             "frozen_commit": "f63163b", "gpu_minutes": 0.0, "algo": "EXHAUSTIVE", "spread_quantiles": [0.1, 0.9],
             "out": "inference/results/nvidia-h200/exam"}
 
@@ -160,7 +161,7 @@ def main() -> int:
     args = p.parse_args()
     cfg = from_args(args, DEFAULTS)
     log = get_logger("inference", args.log_level)
-    split = load_split()
+    split = load_split(paths.REPO / cfg["split_file"])
     q = tuple(float(x) for x in cfg["spread_quantiles"])
     sessions, _, exam, _, clean = split_sessions(cfg["timeline_dirs"], cfg["algo"], split.exam)
     split.refuse_trained(exam)

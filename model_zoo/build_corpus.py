@@ -27,7 +27,7 @@ from hase.utils.errors import HaseError, run_main  # noqa: E402
 from hase.utils.logger import get_logger  # noqa: E402
 from hase.utils.progress import progress  # noqa: E402
 
-DEFAULTS = {"split": "all", "archs": [], "workers": 1, "max_gflop": 600.0, "max_configs": 3, "opset": 17,
+DEFAULTS = {"split": "all", "split_file": "model_zoo/corpus_split.yaml", "archs": [], "workers": 1, "max_gflop": 600.0, "max_configs": 3, "opset": 17,
             "validate": True, "tolerance": 1e-3, "seed": 0, "dtype": "float32", "tolerance_float16": 0.05}
 # dtype float16: each architecture's configs exported again as a float16 twin, <arch>-fp16_bs<B>_<H>x<W> (weights,
 # input and every float tensor in float16, as model.half() exports it). A twin is no architecture of the split
@@ -140,7 +140,7 @@ def main() -> int:
     log = get_logger("model_zoo", args.log_level)
     if cfg["dtype"] not in ("float32", *TWIN_SUFFIX):
         raise HaseError(f"dtype must be float32 or float16, not '{cfg['dtype']}'")
-    split = load_split()
+    split = load_split(paths.REPO / cfg["split_file"])
     if cfg["archs"]:
         archs = list(cfg["archs"])
     elif cfg["split"] in ("train", "exam"):

@@ -94,6 +94,11 @@ def load_split(path=SPLIT_FILE) -> Split:
     if not path.exists():
         raise HaseError("corpus split file not found", path)
     d = yaml.safe_load(path.read_text())
+    if isinstance(d.get("train"), dict) and "from" in d["train"]:   # a later exam over an earlier version's training
+        base = paths.REPO / d["train"]["from"]                       # split, unchanged (corpus_split_v12.yaml)
+        if not base.exists():
+            raise HaseError(f"train: from '{d['train']['from']}': corpus split file not found", path)
+        d["train"] = yaml.safe_load(base.read_text())["train"]
     s = Split(held_out_families=list(d["exam"]["held_out_families"] or {}))
     for fam in list(d["train"]["families"]) + s.held_out_families + list(d["exam"]["fresh_seeds"]):
         if fam not in FAMILIES:

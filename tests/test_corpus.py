@@ -558,13 +558,21 @@ def test_kan_bspline_bases_are_a_partition_of_unity_and_vqvae_snaps_to_its_codes
     assert torch.equal(hit.float().argmax(-1), near)            # ... the nearest one to its input
 
 
-def test_exam_v12_candidates_are_in_no_split_and_are_generator_families():
-    """The next exam's candidates (chosen before any measurement) stay out of the current splits until frozen."""
-    import yaml
-    c = yaml.safe_load((REPO / "model_zoo" / "exam_v12_candidates.yaml").read_text())
-    sp = yaml.safe_load((REPO / "model_zoo" / "corpus_split.yaml").read_text())
-    named = set(sp["train"]["named"]) | set(sp["exam"]["named"])
-    fams = set(sp["train"]["families"]) | set(sp["exam"]["held_out_families"]) | set(sp["exam"]["fresh_seeds"])
-    assert len(c["named"]) >= 6 and not set(c["named"]) & named
-    assert len(c["held_out_families"]) >= 3 and not set(c["held_out_families"]) & fams
-    assert set(c["held_out_families"]) <= set(FAMILIES)
+def test_exam_v12_is_a_new_exam_over_v11s_training_split(tmp_path):
+    """corpus_split_v12.yaml: v11's training split unchanged (train: from), an exam disjoint from it and from exam v11
+    (models measured for v11 judge nothing here), three held-out families no other split names, >= 6 named models."""
+    from hase.utils import paths
+    v11, v12 = corpus.load_split(), corpus.load_split(paths.REPO / "model_zoo" / "corpus_split_v12.yaml")
+    assert set(v12.train) == set(v11.train) and not set(v12.exam) & set(v11.exam)
+    assert not set(v12.exam) & set(v12.train)
+    held = set(v12.held_out_families)
+    assert len(held) >= 3 and not held & {v11.family[a] for a in v11.train + v11.exam}
+    assert sum(v12.exam_group[a] == "named" for a in v12.exam) >= 6
+    assert {v12.family[a] for a in v12.exam if v12.exam_group[a] == "fresh seed"} == \
+        {v11.family[a] for a in v11.train + v11.exam if v11.family[a] != "named"}   # every family v11 knows
+    bad = paths.REPO / "model_zoo" / "corpus_split_v12.yaml"
+    text = bad.read_text().replace("from: model_zoo/corpus_split.yaml", "from: model_zoo/nope.yaml")
+    f = tmp_path / "split.yaml"
+    f.write_text(text)
+    with pytest.raises(HaseError, match="from 'model_zoo/nope.yaml': corpus split file not found"):
+        corpus.load_split(f)

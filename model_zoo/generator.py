@@ -198,8 +198,9 @@ same configs on any machine. Families (each with its own parameter ranges, FAMIL
                Cast, Sub, Div, Mul, Slice) or Gaussian radial functions (Exp) over LayerNorm'd inputs, flattened and
                a MatMul with the spline coefficients, plus a SiLU base branch (a Linear) or not; LayerNorm between
                layers or not: [B, classes]
-Configs: batch 1 always, one batch of 4-16 and one of 32-64 (dlrm: 64-512 and 1024-2048; fttransformer: 64-256
-and 1024-4096), each at a size the family allows; a config whose forward pass exceeds `max_gflop` is run at a
+Configs: batch 1 always, one batch of 4-16 and one of 32-64 (dlrm: 64-512 and 1024-2048; fttransformer and kan:
+64-256 and 1024-4096), each at a size the family allows (vqvae, capsnet, kan: the batch halves until the largest
+intermediate, a vqvae's distances, a capsnet's prediction vectors, a kan's spline bases, is under 2.5e8 floats); a config whose forward pass exceeds `max_gflop` is run at a
 smaller batch (so one run stays under ~30 ms on an H200). hrnet, raft and fttransformer fit their configs in the
 spec instead: each at the largest size up to its drawn one that keeps a run under 500 GFLOP (their convs and
 MatMuls counted from the spec: exact for hrnet and raft, a slight overestimate for fttransformer), else a halved

@@ -15,6 +15,7 @@
 #      idle runs of the same session seconds apart, the neighbour paused (SIGSTOP), into paired.csv, the label
 #      fit_interference.py reads with label=paired), TRACE_LOADS (1; 0: no traced stage per load: idle, the paired
 #      labels, idle_end).
+#      WARM_UP (0; 1: one untimed clean pass over the models before the idle stage, $JOB/warm_up.csv, not judged).
 # Resumes: trace_run skips sessions it has, calibration runs once per job folder.
 set -uo pipefail
 export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"  # the project's packages, installed or not
@@ -94,6 +95,13 @@ print('{' + ', '.join(f'{n}: {v}' for n, v in d.items()) + '}')" "${LOADS[@]}")
   python3 benchmark/calibrate_loads.py --device cuda --set "calibration.stressor_levels=[0]" \
     --set "calibration.stressor_modes=[matmul]" --set calibration.sample_s=2 --set calibration.probe_ms=300 \
     --set "calibration.corunners=$CR" --set out=slices 2>&1 | grep -E "INFO|error" | quiet && touch "$JOB/calibrated"
+fi
+if [ "${WARM_UP:-0}" = 1 ] && [ ! -e "$JOB/warm_up.csv" ]; then
+  # one untimed clean pass over the models first: on 2 of 4 fresh H100 machines the first stage after the export
+  # and records stages ran slow (session 26: machine r's idle label 0.66-1.20x its idle_end; o likewise)
+  echo "stage warm_up"
+  python3 benchmark/clean_labels.py --device cuda --set "models=$FILES" --set sessions=1 \
+    --set "out=$JOB/warm_up.csv" 2>&1 | quiet
 fi
 echo "stage idle"
 "${TRACE[@]}" --set out=load_idle --set "models=$FILES" 2>&1 | quiet

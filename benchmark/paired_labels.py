@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from hase.benchmark.ort_kernel_runner import make_runner, time_loop
+from hase.benchmark.ort_kernel_runner import make_runner, stats, time_loop
 from hase.utils import paths
 from hase.utils.config import base_parser, from_args
 from hase.utils.errors import HaseError, run_main
@@ -116,16 +116,14 @@ def paired_run(run, pause: Pausable, cfg: dict) -> dict:
 
 
 def row_of(model: str, load: str, session: int, r: dict, host_us: float, neighbour_pid: int) -> dict:
-    def q(x, f):
-        s = sorted(x)
-        return s[min(len(s) - 1, int(f * len(s)))]
+    """One CSV row: each block kind's runs summarised as every timing here is (ort_kernel_runner.stats)."""
+    st = {tag: stats(r[tag]) for tag in ("idle", "loaded")}
     out = {"model": model, "load": load, "session": session, "pid": os.getpid(), "neighbour_pid": neighbour_pid,
-           "slowdown": f"{statistics.fmean(r['loaded']) / statistics.fmean(r['idle']):.5g}",
+           "slowdown": f"{st['loaded']['mean_ms'] / st['idle']['mean_ms']:.5g}",
            "round_slowdowns": ";".join(f"{x:.4g}" for x in r["per_round"]), "host_index_us": f"{host_us:.4g}"}
-    for tag in ("idle", "loaded"):
-        x = r[tag]
-        out.update({f"{tag}_mean_ms": f"{statistics.fmean(x):.6g}", f"{tag}_median_ms": f"{statistics.median(x):.6g}",
-                    f"{tag}_p10_ms": f"{q(x, 0.1):.6g}", f"{tag}_p90_ms": f"{q(x, 0.9):.6g}", f"{tag}_n": len(x)})
+    for tag, v in st.items():
+        out.update({f"{tag}_{k}": f"{v[k]:.6g}" for k in ("mean_ms", "median_ms", "p10_ms", "p90_ms")})
+        out[f"{tag}_n"] = v["n"]
     return out
 
 
@@ -179,14 +177,13 @@ def measure(models: list, loads: list, cfg: dict, log) -> int:
                         os.kill(pause.pid, signal.SIGCONT)
                         raise
                     r = paired_run(run, pause, cfg)
-                    w.writerow(row_of(mp.stem, tag, i, r, host, nb.pid))
+                    row = row_of(mp.stem, tag, i, r, host, nb.pid)
+                    w.writerow(row)
                     f.flush()
                     added += 1
                     del run, sess
-                    log.info("[%s, session %d, %.0fs] %s: slowdown %.3f (rounds %s)", tag, i,
-                             time.perf_counter() - t0, mp.stem,
-                             statistics.fmean(r["loaded"]) / statistics.fmean(r["idle"]),
-                             " ".join(f"{x:.2f}" for x in r["per_round"]))
+                    log.info("[%s, session %d, %.0fs] %s: slowdown %s (rounds %s)", tag, i,
+                             time.perf_counter() - t0, mp.stem, row["slowdown"], row["round_slowdowns"])
     return added
 
 

@@ -39,7 +39,7 @@ from hase.utils.errors import HaseError, run_main  # noqa: E402
 from hase.utils.logger import get_logger  # noqa: E402
 from hase.utils.metrics import accuracy  # noqa: E402
 from hase.utils.plots import save_png  # noqa: E402
-from hase.utils.tables import read_machines  # noqa: E402
+from hase.utils.tables import read_machine_csv, read_machines  # noqa: E402
 
 DEFAULTS = {"interference_dirs": ["benchmark/results/nvidia-h200/interference/machine_*"],
             "records": "ort_analysis/ort_kernel_record/nvidia-h200/records.json.xz", "predictor_dir": "",
@@ -245,7 +245,7 @@ def with_paired(sessions: pd.DataFrame, dirs: list) -> pd.DataFrame:
     carries the host's drift between them: H100 machine r's idle_end/idle 0.66-1.20). Device columns stay empty."""
     out, replaced = [], set()
     for d in dirs:
-        p = read_machines([d], "paired.csv", NEED_P, "paired label")
+        p = read_machine_csv(d, "paired.csv", NEED_P, "paired label")
         p["load"] = p["load"].map(canonical_load)
         mine = sessions[(sessions["machine"] == d.name) & sessions["load"].isin([IDLE, IDLE_END])]
         ref = mine.groupby("model")[["e2e_mean_ms", "e2e_median_ms"]].median()

@@ -12,6 +12,7 @@ environment plus the --set values (HASE_HOME is passed through; the scripts defa
 """
 import argparse
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -37,7 +38,8 @@ class Job:
     outputs: list
     device_minutes: float
     resume: str
-    env: dict = field(default_factory=dict)     # VAR -> the script's default (None: required)
+    env: dict = field(default_factory=dict)     # VAR -> the script's default (None: required; a value for a
+    # variable the script requires, ${VAR:?}, is this job's setting: one script, several jobs, e.g. exam_v12/v13)
     minutes_from: str = ""
     detached: bool = False
     poll: str = ""                              # packer of a detached job: bash POLL JOB SECONDS OUT
@@ -106,6 +108,10 @@ def env_overrides(job: Job, items) -> dict:
         if var not in job.env:
             raise HaseError(f"job '{job.name}' reads no env var '{var}' (it reads: {', '.join(job.env) or 'none'})")
         env[var] = value
+    required = set(re.findall(r"\$\{([A-Z_][A-Z0-9_]*):\?", _path(job.script).read_text()))
+    for var, d in job.env.items():   # the job's own value of a variable its script requires
+        if d is not None and var in required and var not in env and var not in os.environ:
+            env[var] = str(d)
     missing = [v for v, d in job.env.items() if d is None and v not in env and v not in os.environ]
     if missing:
         raise HaseError(f"job '{job.name}' needs env var {', '.join(missing)} (--set env.{missing[0]}=...)")

@@ -198,8 +198,23 @@ same configs on any machine. Families (each with its own parameter ranges, FAMIL
                Cast, Sub, Div, Mul, Slice) or Gaussian radial functions (Exp) over LayerNorm'd inputs, flattened and
                a MatMul with the spline coefficients, plus a SiLU base branch (a Linear) or not; LayerNorm between
                layers or not: [B, classes]
-Configs: batch 1 always, one batch of 4-16 and one of 32-64 (dlrm: 64-512 and 1024-2048; fttransformer and kan:
-64-256 and 1024-4096), each at a size the family allows (vqvae, capsnet, kan: the batch halves until the largest
+  nascell      NAS-Bench-201/DARTS-like cell network over [B, 3, H, W] (size: H = W 32-128): a 3x3 conv-BN stem
+               (16-64), 3 stages of 1-5 copies of one drawn cell (4 nodes, every earlier node feeding every later
+               one by an edge op: none, skip, ReLU-conv1x1-BN, ReLU-conv3x3-BN, avg-pool 3x3; the DARTS space also
+               separable 3x3, dilated 3x3 and max-pool 3x3; a node sums its inputs), a residual stride-2 block
+               between stages (widths C, 2C, 4C), BN-ReLU, global pool, Linear to 10-1000
+  neuralode    neural ODE over numeric tabular features [B, F] (size: F 8-256; batches 1, 64-256, 1024-4096): a
+               Linear lift to D 32-256, an MLP vector field (1-3 hidden layers of 32-256, Tanh/Softplus/ReLU/SiLU,
+               the time concatenated as a constant column or not) integrated by 2-10 unrolled fixed steps of Euler,
+               midpoint or RK4 (1, 2 or 4 field evaluations a step, the weights shared), a Linear to 1-100:
+               [B, classes]: many small MatMuls and elementwise ops
+  gmlp         gMLP/aMLP over image patches (size: H = W 64-256, at most 1024 tokens): a patch conv to D 64-256, 2-12
+               pre-norm blocks of a channel Linear to d_ffn (2-6 D), GELU, the spatial gating unit (split in two,
+               LayerNorm, a token-mixing Linear over the T tokens (by Linear on the transposed map or a 1x1 Conv1d over
+               tokens), multiplied with the other half; aMLP: plus a one-head attention of 32-64 computed on the
+               block's input), a Linear back to D, a residual; LayerNorm, mean over tokens, Linear to 1000
+Configs: batch 1 always, one batch of 4-16 and one of 32-64 (dlrm: 64-512 and 1024-2048; fttransformer, kan and
+neuralode: 64-256 and 1024-4096), each at a size the family allows (vqvae, capsnet, kan: the batch halves until the largest
 intermediate, a vqvae's distances, a capsnet's prediction vectors, a kan's spline bases, is under 2.5e8 floats); a config whose forward pass exceeds `max_gflop` is run at a
 smaller batch (so one run stays under ~30 ms on an H200). hrnet, raft and fttransformer fit their configs in the
 spec instead: each at the largest size up to its drawn one that keeps a run under 500 GFLOP (their convs and
@@ -226,7 +241,7 @@ FAMILIES = ("cnn_plain", "cnn_mobile", "cnn_grouped", "vit", "swin", "hybrid", "
             "pvt", "decoder", "unet", "conformer", "fpn", "convnext", "tcn", "perceiver", "dense", "rnn", "linattn",
             "ssm", "gan", "moe", "detr", "yolo", "pointnet", "wav2vec", "video3d", "deeplab", "dlrm", "vocoder",
             "superres", "gnn", "diffusion", "implicit", "tasnet", "hrnet", "raft", "fttransformer", "vqvae",
-            "capsnet", "kan")
+            "capsnet", "kan", "nascell", "neuralode", "gmlp")
 # families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's or a vocoder's mel bins,
 # a tcn's, an rnn's or an ssm's C_in, an implicit model's 3 coordinates of each of its S points)
 SEQUENCE = ("encoder", "decoder", "conformer", "tcn", "rnn", "ssm", "vocoder", "implicit")
@@ -735,6 +750,31 @@ def arch_spec(family: str, seed: int) -> dict:
                  base=_pick(r, ["silu", "silu", "none"]), norm=bool(r.random() < 0.5),
                  classes=_pick(r, [1, 2, 10, 100]))
         sizes = [8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]  # features
+    elif family == "nascell":
+        # one cell drawn per architecture (NAS-Bench-201: 5 ops on the 6 edges of a 4-node DAG; DARTS adds 3)
+        space = _pick(r, ["nb201", "nb201", "darts"])
+        ops = ["none", "skip", "conv1x1", "conv3x3", "avgpool3x3"]
+        ops += ["sep3x3", "dil3x3", "maxpool3x3"] if space == "darts" else []
+        edges = {f"{i}{j}": _pick(r, ops) for j in range(1, 4) for i in range(j)}
+        if all(edges[f"{i}3"] == "none" for i in range(3)):
+            edges["03"] = "skip"   # the cell's output node must have an input
+        s.update(space=space, edges=edges, stem_w=_pick(r, [16, 24, 32, 48, 64]),
+                 cells=int(r.integers(1, 6)), classes=_pick(r, [10, 100, 1000]))
+        sizes = [32, 48, 64, 96, 128]   # the first stage runs at full resolution (NAS-Bench-201's CIFAR/ImageNet-16)
+    elif family == "neuralode":
+        # an MLP vector field over a lifted state, integrated by unrolled fixed steps (weights shared across steps)
+        s.update(dim=_pick(r, [32, 64, 128, 256]), hidden=[_pick(r, [32, 64, 128, 256])
+                                                           for _ in range(int(r.integers(1, 4)))],
+                 act=_pick(r, ["tanh", "softplus", "relu", "silu"]), time=bool(r.random() < 0.5),
+                 solver=_pick(r, ["euler", "midpoint", "rk4", "rk4"]), steps=int(r.integers(2, 11)),
+                 classes=_pick(r, [1, 2, 10, 100]))
+        sizes = [8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]  # features
+    elif family == "gmlp":
+        patch = _pick(r, [4, 8, 16])
+        dim = _pick(r, [64, 96, 128, 192, 256])
+        s.update(patch=patch, dim=dim, depth=int(r.integers(2, 13)), d_ffn=dim * _pick(r, [2, 4, 6]),
+                 spatial=_pick(r, ["linear", "conv1d"]), tiny_attn=_pick(r, [0, 0, 32, 64]), classes=1000)
+        sizes = [z for z in range(64, 257, 32) if z % patch == 0 and (z // patch) ** 2 <= 1024]
     else:  # perceiver
         stem = _pick(r, ["patch", "conv"])
         patch = _pick(r, [4, 8, 16] if stem == "conv" else [4, 6, 8, 12, 14, 16])  # conv: log2(patch) stride-2 convs
@@ -755,7 +795,7 @@ def arch_spec(family: str, seed: int) -> dict:
         s["configs"][1]["batch"], s["configs"][2]["batch"] = _pick(r, [64, 128, 256]), _pick(r, [1024, 2048, 4096])
     if family in ("hrnet", "raft", "fttransformer"):
         _fit_configs(s, sizes)
-    if family == "kan":  # tabular models serve big batches, as fttransformer
+    if family in ("kan", "neuralode"):  # tabular models serve big batches, as fttransformer
         s["configs"][1]["batch"], s["configs"][2]["batch"] = _pick(r, [64, 128, 256]), _pick(r, [1024, 2048, 4096])
     for c in s["configs"]:   # the largest intermediate under ~1 GB (2.5e8 floats): halve the batch until it is
         while c["batch"] > 1 and c["batch"] * _largest_elems(s, c["size"]) > 2.5e8:
@@ -1684,6 +1724,12 @@ def _build(spec: dict, size: int, M: dict, g):
         model = _build_capsnet(spec, size)
     elif fam == "kan":
         model = _build_kan(spec, size)
+    elif fam == "nascell":
+        model = _build_nascell(spec)
+    elif fam == "neuralode":
+        model = _build_neuralode(spec, size)
+    elif fam == "gmlp":
+        model = _build_gmlp(spec, size)
     elif fam == "torchvision":
         from hase.model_zoo.torchvision_exporter import build_torch_model
         return build_torch_model(spec["arch"], size)
@@ -3978,6 +4024,159 @@ def _build_kan(s, size):
     return nn.Sequential(*layers)
 
 
+def _build_nascell(s):
+    import torch.nn as nn
+
+    def rcb(c, k, dilation=1):   # ReLU-Conv-BN, NAS-Bench-201's conv op
+        return nn.Sequential(nn.ReLU(), nn.Conv2d(c, c, k, 1, dilation * (k // 2), dilation=dilation, bias=False),
+                             nn.BatchNorm2d(c))
+
+    def edge_op(name, c):
+        if name == "skip":
+            return nn.Identity()
+        if name in ("conv1x1", "conv3x3"):
+            return rcb(c, int(name[4]))
+        if name == "avgpool3x3":
+            return nn.AvgPool2d(3, 1, 1, count_include_pad=False)
+        if name == "maxpool3x3":
+            return nn.MaxPool2d(3, 1, 1)
+        if name == "dil3x3":
+            return rcb(c, 3, dilation=2)
+        # sep3x3 (DARTS): ReLU, depthwise 3x3, pointwise 1x1, BN, twice
+        return nn.Sequential(*[m for _ in range(2) for m in (nn.ReLU(), nn.Conv2d(c, c, 3, 1, 1, groups=c, bias=False),
+                                                             nn.Conv2d(c, c, 1, bias=False), nn.BatchNorm2d(c))])
+
+    class Cell(nn.Module):
+        """node j = sum of op_ij(node i) over i < j with op_ij not 'none'; a node with no input is left out."""
+        def __init__(self, c):
+            super().__init__()
+            self.ops = nn.ModuleDict({e: edge_op(o, c) for e, o in s["edges"].items() if o != "none"})
+
+        def forward(self, x):
+            nodes = [x]
+            for j in range(1, 4):
+                ins = [self.ops[f"{i}{j}"](nodes[i]) for i in range(j)
+                       if f"{i}{j}" in self.ops and nodes[i] is not None]
+                nodes.append(sum(ins[1:], ins[0]) if ins else None)
+            return nodes[3]
+
+    class Reduce(nn.Module):   # NAS-Bench-201's residual block between stages: stride 2, widths doubling
+        def __init__(self, cin, cout):
+            super().__init__()
+            self.a, self.b = nn.Sequential(nn.ReLU(), nn.Conv2d(cin, cout, 3, 2, 1, bias=False), nn.BatchNorm2d(cout)), \
+                rcb(cout, 3)
+            self.short = nn.Sequential(nn.AvgPool2d(2, 2), nn.Conv2d(cin, cout, 1, bias=False))
+
+        def forward(self, x):
+            return self.b(self.a(x)) + self.short(x)
+
+    c = s["stem_w"]
+    layers = [nn.Conv2d(3, c, 3, 1, 1, bias=False), nn.BatchNorm2d(c)]
+    for stage in range(3):
+        if stage:
+            layers.append(Reduce(c, 2 * c))
+            c *= 2
+        layers += [Cell(c) for _ in range(s["cells"])]
+    layers += [nn.BatchNorm2d(c), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, s["classes"])]
+    return nn.Sequential(*layers)
+
+
+def _build_neuralode(s, size):
+    import torch
+    import torch.nn as nn
+    act = {"tanh": nn.Tanh, "softplus": nn.Softplus, "relu": nn.ReLU, "silu": nn.SiLU}[s["act"]]
+    d, steps = s["dim"], s["steps"]
+
+    class Field(nn.Module):
+        """dz/dt = MLP([z, t]) (t a constant column when the field is time-dependent)."""
+        def __init__(self):
+            super().__init__()
+            dims = [d + int(s["time"])] + s["hidden"]
+            mods = [m for a, b in zip(dims[:-1], dims[1:]) for m in (nn.Linear(a, b), act())]
+            self.mlp = nn.Sequential(*mods, nn.Linear(dims[-1], d))
+
+        def forward(self, z, t: float):
+            if s["time"]:
+                z = torch.cat([z, torch.full_like(z[:, :1], t)], dim=1)
+            return self.mlp(z)
+
+    class ODENet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lift, self.f, self.head = nn.Linear(size, d), Field(), nn.Linear(d, s["classes"])
+
+        def forward(self, x):
+            z, h = self.lift(x), 1.0 / steps
+            for n in range(steps):   # unrolled: every step's field evaluations are nodes of their own
+                t = n * h
+                if s["solver"] == "euler":
+                    z = z + h * self.f(z, t)
+                elif s["solver"] == "midpoint":
+                    z = z + h * self.f(z + 0.5 * h * self.f(z, t), t + 0.5 * h)
+                else:
+                    k1 = self.f(z, t)
+                    k2 = self.f(z + 0.5 * h * k1, t + 0.5 * h)
+                    k3 = self.f(z + 0.5 * h * k2, t + 0.5 * h)
+                    k4 = self.f(z + h * k3, t + h)
+                    z = z + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+            return self.head(z)
+
+    return ODENet()
+
+
+def _build_gmlp(s, size):
+    import torch
+    import torch.nn as nn
+    d, f, T = s["dim"], s["d_ffn"], (size // s["patch"]) ** 2
+
+    class SGU(nn.Module):
+        """Spatial gating: u * W_T(LayerNorm(v)) (+ a tiny attention's output, aMLP)."""
+        def __init__(self):
+            super().__init__()
+            self.norm = nn.LayerNorm(f // 2)
+            self.proj = nn.Linear(T, T) if s["spatial"] == "linear" else nn.Conv1d(T, T, 1)
+
+        def forward(self, x, extra=None):
+            u, v = x.chunk(2, dim=-1)
+            v = self.norm(v)
+            v = self.proj(v.transpose(1, 2)).transpose(1, 2) if s["spatial"] == "linear" else self.proj(v)
+            return u * (v + extra if extra is not None else v)
+
+    class TinyAttn(nn.Module):
+        def __init__(self, a):
+            super().__init__()
+            self.qkv, self.out, self.scale = nn.Linear(d, 3 * a), nn.Linear(a, f // 2), a ** -0.5
+
+        def forward(self, x):
+            q, k, v = self.qkv(x).chunk(3, dim=-1)
+            return self.out(torch.softmax(q @ k.transpose(1, 2) * self.scale, dim=-1) @ v)
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm, self.fc1, self.act = nn.LayerNorm(d), nn.Linear(d, f), nn.GELU()
+            self.sgu, self.fc2 = SGU(), nn.Linear(f // 2, d)
+            self.attn = TinyAttn(s["tiny_attn"]) if s["tiny_attn"] else None
+
+        def forward(self, x):
+            y = self.norm(x)
+            extra = self.attn(y) if self.attn is not None else None
+            return x + self.fc2(self.sgu(self.act(self.fc1(y)), extra))
+
+    class GMLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Conv2d(3, d, s["patch"], s["patch"])
+            self.blocks = nn.Sequential(*[Block() for _ in range(s["depth"])])
+            self.norm, self.head = nn.LayerNorm(d), nn.Linear(d, s["classes"])
+
+        def forward(self, x):
+            x = self.stem(x).flatten(2).transpose(1, 2)
+            return self.head(self.norm(self.blocks(x)).mean(dim=1))
+
+    return GMLP()
+
+
 def input_shape(spec: dict, batch: int, size: int) -> tuple:
     if spec["family"] == "implicit":  # N points of 3 coordinates, points first: [B, N, 3]
         return (batch, size, 3)
@@ -4000,7 +4199,7 @@ def input_shape(spec: dict, batch: int, size: int) -> tuple:
         return (batch, size, spec["f_in"] + size)
     if spec["family"] == "raft":  # two RGB frames stacked on the channels
         return (batch, 6, size, size)
-    if spec["family"] in ("fttransformer", "kan"):  # a table's rows: F numeric features each
+    if spec["family"] in ("fttransformer", "kan", "neuralode"):  # a table's rows: F numeric features each
         return (batch, size)
     if spec["family"] == "capsnet":  # grey or RGB
         return (batch, spec["in_ch"], size, size)

@@ -26,7 +26,7 @@ SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1,
          "tcn": 1, "perceiver": 8, "dense": 4, "rnn": 1, "linattn": 1, "ssm": 1, "gan": 1, "moe": 2, "detr": 3,
          "yolo": 2, "pointnet": 3, "wav2vec": 7, "video3d": 6, "deeplab": 0, "dlrm": 4, "vocoder": 2, "superres": 0,
          "gnn": 1, "diffusion": 5, "implicit": 7, "tasnet": 1, "hrnet": 2, "raft": 3, "fttransformer": 6,
-         "vqvae": 2, "capsnet": 2, "kan": 1}
+         "vqvae": 2, "capsnet": 2, "kan": 1, "nascell": 1, "neuralode": 3, "gmlp": 1}
 # tcn-s1: gated, LayerNorm, an uneven 'same' Pad; perceiver-s8: 2 MHA cross blocks; rnn-s1: a stride-2 Conv1d
 # front-end, 3 GRU layers, a mean head; linattn-s1: conv stem, elu+1 linear attention by MatMul; ssm-s1: 3 Mamba-like
 # blocks, a chunked scan (3 chunks of 64 at T 192); ssm-s5 (S4D, a long-convolution kernel) is exported by seed checks;
@@ -47,6 +47,8 @@ SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1,
 # vqvae-s2: 3 stride-2 4x4 convs, 2 residual blocks, 1024 codes by ArgMin and Gather, nearest Resize + conv decoder;
 # capsnet-s2: grey 36x36, 8 capsule maps of 8 dimensions, 3 routing iterations, the masked reconstruction decoder;
 # kan-s1: B-spline edges (grid 5, order 3) over 192 features, 3 hidden layers, a SiLU base branch
+# nascell-s1: an NB201 cell (conv3x3 on 3 edges, a skip, a conv1x1), 2 cells a stage; neuralode-s3: RK4, 7 steps of a
+# 1-hidden-layer ReLU field; gmlp-s1: patch 16, 2 blocks, token mixing by a 1x1 Conv1d, a 32-wide tiny attention
 
 
 def test_specs_are_seeded_and_reproducible():
@@ -556,6 +558,52 @@ def test_kan_bspline_bases_are_a_partition_of_unity_and_vqvae_snaps_to_its_codes
     f = z.permute(0, 2, 3, 1).reshape(-1, vq_spec["code_dim"])
     near = ((f[:, None, :] - e[None]) ** 2).sum(-1).argmin(-1)
     assert torch.equal(hit.float().argmax(-1), near)            # ... the nearest one to its input
+
+
+def test_exam_v13_families_compute_what_they_say():
+    """nascell: a cell holds exactly its drawn non-'none' edges; neuralode: RK4 converges faster than Euler as the
+    steps grow (the same weights: steps and solver draw no parameters); gmlp: its gating mixes tokens (a change in
+    one patch moves every token's output)."""
+    import torch
+    spec = arch_spec("nascell", 4)
+    cell = [m for m in build_model(spec, 32).modules() if type(m).__name__ == "Cell"][0]
+    assert set(cell.ops) == {e for e, o in spec["edges"].items() if o != "none"}
+    ode = dict(arch_spec("neuralode", 3))
+    x = torch.randn(4, 16)
+    out = {}
+    for solver in ("euler", "rk4"):
+        for steps in (2, 4, 64):
+            m = build_model({**ode, "solver": solver, "steps": steps}, 16)
+            with torch.no_grad():
+                out[solver, steps] = m(x)
+    err = {k: (v - out[k[0], 64]).abs().max().item() for k, v in out.items() if k[1] < 64}
+    assert err["rk4", 4] < err["rk4", 2] and err["euler", 4] < err["euler", 2]
+    assert err["rk4", 2] < err["euler", 2] / 4 and err["rk4", 4] < err["euler", 4] / 4
+    g = arch_spec("gmlp", 1)
+    m = build_model(g, 64)
+    block = m.blocks[0]
+    t = torch.randn(1, (64 // g["patch"]) ** 2, g["dim"])
+    t2 = t.clone()
+    t2[0, 0] += torch.randn(g["dim"])   # not a constant: the LayerNorm would take it out
+    with torch.no_grad():
+        moved = (block(t2) - block(t)).abs().amax(-1)[0]
+    assert (moved[1:] > 1e-6).all()       # tokens other than the changed one moved: the gating mixes tokens
+
+
+def test_exam_v13_is_a_new_exam_over_v11s_training_split():
+    """corpus_split_v13.yaml: v11's training split unchanged, an exam disjoint from it and from exams v11 and v12,
+    three held-out families no other split names (exam v12's held-out families get fresh seeds), >= 6 named models."""
+    from hase.utils import paths
+    v11 = corpus.load_split()
+    v12, v13 = (corpus.load_split(paths.REPO / "model_zoo" / f"corpus_split_v{n}.yaml") for n in (12, 13))
+    assert set(v13.train) == set(v11.train) and not set(v13.exam) & (set(v11.exam) | set(v12.exam))
+    assert not set(v13.exam) & set(v13.train)
+    held = set(v13.held_out_families)
+    seen = {s.family[a] for s in (v11, v12) for a in s.train + s.exam}
+    assert len(held) >= 3 and not held & seen
+    assert sum(v13.exam_group[a] == "named" for a in v13.exam) >= 6
+    assert {v13.family[a] for a in v13.exam if v13.exam_group[a] == "fresh seed"} == seen - {"named"}
+    assert sum(not v13.is_cnn(a) for a in v13.exam) >= 0.4 * len(v13.exam)
 
 
 def test_exam_v12_is_a_new_exam_over_v11s_training_split(tmp_path):

@@ -14,6 +14,7 @@ architectures are refused here, before anything is read about them):
                        loads CUPTI (trace_run's own plain timing reads 1.0-1.7x slower at batch 1: CUPTI stays
                        attached); CUPTI's cost per launch is then what separates trace_run's CUPTI wall from it.
                        `trace`: the old labels. The two are never mixed.
+  join_exams           split files whose exam was scored and read: its architectures join the training split
   calibration_ref      the training processes' host speed (inference/machine_calibration.py); with
                        `host_relative_to_calibration`, every session's node dispatch is first brought to that speed
                        ((reference / the session's calibration) ^ elasticity), so machines and host states measured
@@ -53,12 +54,26 @@ DEFAULTS = {"timeline_dirs": ["benchmark/results/nvidia-h200/corpus/machine_*"],
             "algo": "EXHAUSTIVE", "dispatch_bound_idle_frac": 0.5, "spread_quantiles": [0.1, 0.9],
             "cv_folds": 5, "xgboost": {}, "host_relative_to_calibration": True, "label": "clean",
             "idle_busy_max": IDLE_BUSY_MAX, "host_from_clean": True, "host_from_clean_range": [0.25, 4.0],
+            # split files whose exam has been scored and read: its architectures join the training split (their
+            # traces teach the terms; a later exam, frozen before this fit, judges it)
+            "join_exams": [],
             # c0 (the run's fixed cost) and kappa (clean over learned dispatch) fitted on the out-of-fold runs of the
             # training split against their labels, instead of c0 = the traced processes' intercept and kappa = 1:
             # the trees learn log1p(us), so a sum of nodes sits below the measured sum, and a traced process's fixed
             # cost is not a clean one's (docs/method.md, session 25). Needs cv_folds > 1.
             "fit_c0_kappa": True,
             "out": "inference/results/nvidia-h200/corpus"}
+
+
+def training_archs(split, join_exams) -> list:
+    """The training split's architectures, then those of each scored exam in `join_exams` (split files) that are not
+    there yet; their families are added to split.family. An exam not listed stays out."""
+    archs = list(split.train)
+    for f in join_exams or []:
+        joined = load_split(paths.REPO / f)
+        archs += [a for a in joined.exam if a not in set(archs)]
+        split.family.update({a: joined.family[a] for a in joined.exam})
+    return archs
 
 
 def split_sessions(timeline_dirs, algo: str, archs, busy_max: float = IDLE_BUSY_MAX) -> tuple:
@@ -201,9 +216,10 @@ def main() -> int:
     cfg = from_args(args, DEFAULTS)
     log = get_logger("inference", args.log_level)
     split = load_split()
+    train_archs = training_archs(split, cfg["join_exams"])
     q = tuple(float(x) for x in cfg["spread_quantiles"])
     # the training split only: exam models are dropped before any statistic is taken
-    sessions, nodes, train, dirs, clean = split_sessions(cfg["timeline_dirs"], cfg["algo"], split.train,
+    sessions, nodes, train, dirs, clean = split_sessions(cfg["timeline_dirs"], cfg["algo"], train_archs,
                                                         float(cfg["idle_busy_max"]))
     if not train:
         raise HaseError("no training-split model among the measured ones", "timeline_dirs")
@@ -351,13 +367,18 @@ def main() -> int:
     # ---- final: every training node
     nm = NodeModel().fit(ks, g, h, cfg["xgboost"])
     out = Path(cfg["out"])
-    nm.manifest["metadata"] = {"device": "cuda", "gpu": "nvidia-h200", "train_models": len(train),
+    # the GPU the traces came from: benchmark/results/<gpu>/corpus/<machine> (was written nvidia-h200 for every fit
+    # until session 27, the H100's included)
+    gpus = sorted({Path(d).parts[-3] for d in dirs if len(Path(d).parts) >= 3})
+    nm.manifest["metadata"] = {"device": "cuda", "gpu": gpus[0] if len(gpus) == 1 else "+".join(gpus),
+                               "train_models": len(train),
                                "train_archs": len({paths.model_arch(m) for m in train}),
                                "launch_cost_us": launch_cost, "source": [str(d) for d in dirs]}
     nm.save(out / "node_model")
     model["predictor_dir"] = paths.portable(out / "node_model")
     model["measured"] = {"cupti_launch_us": launch_cost, "copies": ct, "spread": spread, "train_models": train,
-                         "split": str(paths.portable(paths.REPO / "model_zoo" / "corpus_split.yaml"))}
+                         "split": str(paths.portable(paths.REPO / "model_zoo" / "corpus_split.yaml")),
+                         "joined_exams": list(cfg["join_exams"] or [])}
     model.setdefault("fitted", []), model.setdefault("at_bounds", [])
     tm.save(model, out / "timeline_model.json")
     paths.atomic_write_text(out / "train_cv.json", json.dumps(cv, indent=1, default=float) + "\n")

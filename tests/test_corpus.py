@@ -472,6 +472,23 @@ def test_split_sessions_reads_labels_only_machines(tmp_path):
         split_sessions([str(tmp_path / "none_*")], "EXHAUSTIVE", ["resnet50"])
 
 
+def test_join_exams_adds_a_scored_exam_to_training_and_nothing_else():
+    """fit_corpus_timeline join_exams: exam v11's architectures join v11's training split (its traces teach the
+    terms); exam v13, frozen before that fit, stays out of it."""
+    from hase.inference.fit_corpus_timeline import training_archs
+    from hase.utils import paths
+    v11 = corpus.load_split()
+    assert training_archs(corpus.load_split(), []) == v11.train
+    split = corpus.load_split()
+    archs = training_archs(split, ["model_zoo/corpus_split.yaml"])
+    assert set(archs) == set(v11.train) | set(v11.exam) and len(archs) == len(set(archs))
+    assert split.family["hrnet-s0"] == "hrnet"
+    v13 = corpus.load_split(paths.REPO / "model_zoo" / "corpus_split_v13.yaml")
+    assert not set(archs) & set(v13.exam)
+    with pytest.raises(HaseError, match="corpus split file not found"):
+        training_archs(corpus.load_split(), ["model_zoo/nope.yaml"])
+
+
 def test_a_loaded_node_model_predicts_without_xgboost_from_a_cache(tmp_path, monkeypatch):
     """NodeModel.load gives the trees as numpy arrays (CompactForest): the same predictions as the fitted boosters
     (to 1e-3), and a second load reads the arrays cached under HASE_HOME instead of the tree files, so a later

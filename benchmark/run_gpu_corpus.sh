@@ -15,6 +15,8 @@
 #      ANCHORS ("": a YAML list of training architectures exported and traced beside SPLIT's models, e.g.
 #      "[resnet50, mobilenet_v2, vit_b_16, cnn_mobile-s1, vit-s2, encoder-s1, hybrid-s1, unet-s0]": a machine that
 #      runs only exam models then still shares models with the training machines, so its offset can be measured).
+#      TRACE_AFTER (0; 1 with LABELS_ONLY: after the labels, every model traced once with CUPTI per node: a scored
+#      exam's traces can then join training, and its misses be read node by node; the labels are done before),
 #      COPY_AB (0; 1 with LABELS_ONLY: 2 label sessions with the in-process copy probe off and 2 with it on, alternating
 #      processes, into clean_sessions.csv and clean_copy_on.csv: did the probe slow the exam v11 labels? docs/method.md)
 # The copy rates session.run reaches are read at the start and end of the measuring stage in a process of their own
@@ -103,6 +105,10 @@ elif [ "${EXAM_SESSIONS:-0}" -gt 0 ]; then
   trace "$JOB/exam_order.txt" "$EXAM_SESSIONS"
 fi
 [ "${LABELS_ONLY:-0}" = 1 ] || trace "$JOB/trace_order.txt" "${SESSIONS:-2}"
+if [ "${LABELS_ONLY:-0}" = 1 ] && [ "${TRACE_AFTER:-0}" = 1 ]; then
+  echo "stage trace after the labels $(el)"
+  trace "$JOB/trace_order.txt" 1   # trace_run's clean child finds every label it would take already there
+fi
 if [ "${LABELS_ONLY:-0}" = 1 ] && [ -s "$JOB/rec_models.txt" ]; then
   # the float16 twins and their float32 models, traced once with CUPTI per node after the labels (the float16 term,
   # inference/fit_precision_term.py, reads node pairs; session 23 needed a second job for them)

@@ -224,6 +224,7 @@ batch (not below 16 for the big one; fttransformer 1024).
 The corpus split (model_zoo/corpus_split.yaml) names the training and exam architectures; it is committed
 before any term is fitted on the corpus and `model_zoo/corpus.py` checks that the two are disjoint.
 """
+import inspect
 import math
 import time
 from pathlib import Path
@@ -1646,90 +1647,12 @@ def _build(spec: dict, size: int, M: dict, g):
     import torch
     import torch.nn as nn
     fam = spec["family"]
-    if fam in CNN:
-        model = _build_cnn(spec, M)
-    elif fam == "vit":
-        model = _build_vit(spec, size, M)
-    elif fam == "swin":
-        model = _build_swin(spec, size, M)
-    elif fam == "hybrid":
-        model = _build_hybrid(spec, size, M)
-    elif fam == "mixer":
-        model = _build_mixer(spec, size, M)
-    elif fam == "encoder":
-        model = _build_encoder(spec, size, M)
-    elif fam == "pvt":
-        model = _build_pvt(spec, M)
-    elif fam == "decoder":
-        model = _build_decoder(spec, size, M)
-    elif fam == "unet":
-        model = _build_unet(spec, M)
-    elif fam == "conformer":
-        model = _build_conformer(spec, M)
-    elif fam == "fpn":
-        model = _build_fpn(spec, M)
-    elif fam == "convnext":
-        model = _build_convnext(spec, M)
-    elif fam == "tcn":
-        model = _build_tcn(spec, M)
-    elif fam == "perceiver":
-        model = _build_perceiver(spec, size, M)
-    elif fam == "dense":
-        model = _build_dense(spec, M)
-    elif fam == "rnn":
-        model = _build_rnn(spec, M)
-    elif fam == "linattn":
-        model = _build_linattn(spec, size, M)
-    elif fam == "ssm":
-        model = _build_ssm(spec, size, M)
-    elif fam == "gan":
-        model = _build_gan(spec, M)
-    elif fam == "moe":
-        model = _build_moe(spec, size, M)
-    elif fam == "detr":
-        model = _build_detr(spec, size, M)
-    elif fam == "yolo":
-        model = _build_yolo(spec, size)
-    elif fam == "pointnet":
-        model = _build_pointnet(spec, size)
-    elif fam == "wav2vec":
-        model = _build_wav2vec(spec, M)
-    elif fam == "video3d":
-        model = _build_video3d(spec)
-    elif fam == "deeplab":
-        model = _build_deeplab(spec, size)
-    elif fam == "dlrm":
-        model = _build_dlrm(spec, size)
-    elif fam == "vocoder":
-        model = _build_vocoder(spec)
-    elif fam == "superres":
-        model = _build_superres(spec)
-    elif fam == "gnn":
-        model = _build_gnn(spec, size)
-    elif fam == "diffusion":
-        model = _build_diffusion(spec)
-    elif fam == "implicit":
-        model = _build_implicit(spec)
-    elif fam == "tasnet":
-        model = _build_tasnet(spec)
-    elif fam == "hrnet":
-        model = _build_hrnet(spec)
-    elif fam == "raft":
-        model = _build_raft(spec, size)
-    elif fam == "fttransformer":
-        model = _build_fttransformer(spec, size)
-    elif fam == "vqvae":
-        model = _build_vqvae(spec)
-    elif fam == "capsnet":
-        model = _build_capsnet(spec, size)
-    elif fam == "kan":
-        model = _build_kan(spec, size)
-    elif fam == "nascell":
-        model = _build_nascell(spec)
-    elif fam == "neuralode":
-        model = _build_neuralode(spec, size)
-    elif fam == "gmlp":
-        model = _build_gmlp(spec, size)
+    # a family's builder is _build_<family> (the three plain CNN families share _build_cnn); it takes the spec, then
+    # any of `size` and `M` (the shared modules), by those names
+    builder = _build_cnn if fam in CNN else globals().get(f"_build_{fam}")
+    if builder is not None:
+        given = {"size": size, "M": M}
+        model = builder(spec, *[given[p] for p in list(inspect.signature(builder).parameters)[1:]])
     elif fam == "torchvision":
         from hase.model_zoo.torchvision_exporter import build_torch_model
         return build_torch_model(spec["arch"], size)

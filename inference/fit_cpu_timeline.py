@@ -277,6 +277,9 @@ def main() -> int:
     paths.atomic_write_text(out / "summary.json", json.dumps(summary, indent=1, default=float) + "\n")
     save_resolved({k: v for k, v in cfg.items() if not k.startswith("_")}, out)
     for k, v in splits.items():
+        if not v["models"]:   # every measured architecture is a training one: nothing held out to report
+            log.info("%s: no model", k)
+            continue
         log.info("%s: e2e MAPE %.1f%% (±10%%: %.0f%%), Σnode MAPE %.1f%%, label in p10-p90 %.0f%%; %s", k,
                  v["e2e"]["mape_pct"], v["e2e"]["within_10pct"], v["node_sum"]["mape_pct"], v["label_in_p10_p90_pct"],
                  ", ".join(f"{s}: e2e {v[f'baseline_{s}']['e2e']['mape_pct']:.1f}% Σnode "

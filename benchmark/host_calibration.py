@@ -105,8 +105,6 @@ COMPUTE_WORK = {"conv": 2 * 64 * 64 * 9 * 56 * 56, "matmul": 2 * 512 ** 3, "add"
                 # real convs sit between the two, and a wider SIMD unit speeds them up less than the first
                 # (inference/results/cpu-amd-epyc/transfer/unseen_vm/README.md, per node)
                 "conv_lowreuse": 2 * 512 * 512 * 9 * 4 * 4}
-# FLOP per weight byte of the two calibration convs (work / (4 x weight elements)): where each rate is the right one
-COMPUTE_REUSE = {"conv": COMPUTE_WORK["conv"] / (4 * 64 * 64 * 9), "conv_lowreuse": COMPUTE_WORK["conv_lowreuse"] / (4 * 512 * 512 * 9)}
 
 
 def size_tag(nbytes: int) -> str:

@@ -72,13 +72,9 @@ def main() -> int:
     for m in models:
         plain = pred.predict(records[m])
         cal = pred.predict(records[m], calibration=target_cal)
-        # compare column: the same calibration without the low-reuse conv (Conv nodes scaled by one conv ratio)
-        flat = pred.predict(records[m], calibration=dict(target_cal, compute={
-            k: v for k, v in target_cal["compute"].items() if k != "conv_lowreuse_gflops"}))
         rows.append({"model": m, "arch": paths.model_arch(m), "measured_ms": lab.loc[m, "e2e_ms"],
                      "measured_p10_ms": lab.loc[m, "e2e_p10_ms"], "measured_p90_ms": lab.loc[m, "e2e_p90_ms"],
                      "uncalibrated_ms": plain.total_ms, "calibrated_ms": cal.total_ms,
-                     "calibrated_one_conv_ratio_ms": flat.total_ms,
                      "calibrated_p10_ms": cal.p10_ms, "calibrated_p90_ms": cal.p90_ms,
                      "warnings": " | ".join(cal.warnings)})
     cases = pd.DataFrame(rows)
@@ -96,7 +92,6 @@ def main() -> int:
                "cpu_scales": scales, "models": int(len(cases)), "architectures": int(cases["arch"].nunique()),
                "left_out_without_record": skipped,
                "uncalibrated": judged("uncalibrated_ms"), "calibrated": judged("calibrated_ms"),
-               "calibrated_one_conv_ratio": judged("calibrated_one_conv_ratio_ms"),
                "label_in_calibrated_p10_p90_pct": float(((cases["measured_ms"] >= cases["calibrated_p10_ms"]) &
                                                          (cases["measured_ms"] <= cases["calibrated_p90_ms"])).mean() * 100)}
     out = Path(cfg["out"])

@@ -183,8 +183,8 @@ def cpu_reference(profiles: list, threads: int) -> dict:
            "processes": len(ok), "cpus": sorted({(p.get("provenance") or {}).get("cpu", "") for p in ok})}
     out.update({k: float(np.median([p["compute"][k] for p in ok])) for k in CPU_RATES})
     low = [(p["compute"] or {}).get("conv_lowreuse_gflops") for p in ok]
-    if all(isinstance(v, (int, float)) and v > 0 for v in low):   # profiles since session 24 have it
-        out["conv_lowreuse_gflops"] = float(np.median(low))
+    if all(isinstance(v, (int, float)) and v > 0 for v in low):   # recorded, not used: a per-Conv weight-reuse
+        out["conv_lowreuse_gflops"] = float(np.median(low))      # term from it made transfer worse (09e5049)
     lad = [p.get("ladder") for p in ok]
     if all(isinstance(x, dict) and x.get("conv") and x.get("add") for x in lad):   # older profiles have none
         out["ladder"] = {kind: [[float(w), float(np.median([x[kind][i][1] for x in lad]))]
@@ -251,26 +251,7 @@ def cpu_scales(model: dict, target, now: float = None, max_age_s: float = MAX_AG
     ws, wnote = work_scale(ref, d, out)
     if ws:
         out["work_scale"] = ws
-    rs = reuse_scale(ref, comp, out["conv_gflops"])
-    if rs:
-        out["reuse_scale"] = rs
     return out, "; ".join(x for x in (note, wnote) if x) or None
-
-
-def reuse_scale(ref: dict, comp: dict, conv_scale: float):
-    """[[FLOP per weight byte, m]]: a Conv node's FLOP term scales by the conv ratio times m at its weight reuse,
-    log-interpolated between the two calibration convs (8 and 1,568 FLOP per weight byte; m = 1 at the second).
-    Why: a wider SIMD unit speeds up the most compute-bound conv most; real convs reuse their weights less
-    (inference/results/cpu-amd-epyc/transfer/unseen_vm/README.md, per node). None unless both sides measured the
-    low-reuse conv."""
-    from hase.benchmark.host_calibration import COMPUTE_REUSE
-    a, b = ref.get("conv_lowreuse_gflops"), comp.get("conv_lowreuse_gflops")
-    if not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in (a, b)):
-        return None
-    s = float(a) / float(b)
-    if not CPU_SCALE_RANGE[0] <= s <= CPU_SCALE_RANGE[1]:
-        return None
-    return [[COMPUTE_REUSE["conv_lowreuse"], s / conv_scale], [COMPUTE_REUSE["conv"], 1.0]]
 
 
 CPU_SCALE_RANGE = (0.1, 10.0)   # CPUs differ far more than hosts of one GPU kind (cores, SIMD width, threads)
@@ -289,8 +270,6 @@ def calibrated_cpu_model(model: dict, scales: dict) -> dict:
     p = dict(model["params"], c0_us=float(model["params"].get("c0_us", 0.0)) * scales["host"])
     if scales.get("work_scale"):   # per node: its class's ratio times the ladder's multiplier at its work
         table["work_scale"] = scales["work_scale"]
-    if scales.get("reuse_scale"):  # per Conv node: times the multiplier at its FLOP per weight byte
-        table["reuse_scale"] = scales["reuse_scale"]
     return dict(model, gpu_table=table, host_table=ht, params=p, cpu_scales=dict(scales))
 
 

@@ -179,15 +179,11 @@ def gpu_table_us(record: dict, table: dict) -> np.ndarray:
     of the kernel's class, else its category's, else the global line."""
     out, key = [], table_key(table)
     ws = table.get("work_scale") or {}   # CPU lines scaled to another thread count/CPU: per node size (cpu_scales)
-    rs = table.get("reuse_scale")        # ... and per Conv node by its FLOP per weight byte
     for k in record["kernels"]:
         c = table["by_key"].get(key(k)) or table["by_category"].get(k.get("category")) or table["default"]
         mb = ((k.get("bytes_read") or 0) + (k.get("bytes_written") or 0)) / 1e6
         g = (k.get("flops") or 0) / 1e9
-        fm = _log_interp(ws.get("flop"), g)
-        if rs and k.get("op_type") in ("Conv", "FusedConv") and k.get("weight_shapes") and g > 0:
-            fm *= _log_interp(rs, g * 1e9 / (4 * max(math.prod(k["weight_shapes"][0]), 1)))
-        out.append(c[0] + c[1] * g * fm + c[2] * mb * _log_interp(ws.get("mb"), mb))
+        out.append(c[0] + c[1] * g * _log_interp(ws.get("flop"), g) + c[2] * mb * _log_interp(ws.get("mb"), mb))
     return np.array(out, float)
 
 

@@ -517,25 +517,25 @@ def test_a_loaded_node_model_predicts_without_xgboost_from_a_cache(tmp_path, mon
 
 
 def test_an_unseen_op_with_a_trained_kin_is_priced_as_the_kin():
-    """LessOrEqual runs ORT's binary-elementwise template like Greater: with Greater trained, a LessOrEqual node
+    """Less runs ORT's binary-elementwise template like Greater: with Greater trained, a Less node
     is predicted exactly as a Greater node of the same shapes, named in kin_types, and not counted as fallback;
     with no kin trained it stays unseen (generic features), and a type outside KIN is never given a kin."""
     from hase.inference.node_model import NodeModel, KIN
     nm = NodeModel.load(REPO / "inference" / "results" / "nvidia-h200" / "corpus" / "node_model")
-    assert "Greater" in nm.type_codes and "LessOrEqual" not in nm.type_codes
+    assert "Greater" in nm.type_codes and "Less" not in nm.type_codes
     recs = committed_records(60)
     base = next(k for r in recs for k in r["kernels"] if k["type"] == "Add")
     gt = dict(base, type="Greater", op_type="Greater", id="g", category="elementwise")
-    le = dict(base, type="LessOrEqual", op_type="LessOrEqual", id="le", category="other")   # as records file it
+    le = dict(base, type="Less", op_type="Less", id="le", category="other")   # as records file it
     odd = dict(base, type="NoSuchOp", op_type="NoSuchOp", id="x")
     (g_gt, h_gt), (g_le, h_le) = nm.predict([gt]), nm.predict([le])   # alone: a node's neighbours are features
     assert g_le[0] == pytest.approx(g_gt[0]) and h_le[0] == pytest.approx(h_gt[0])
     g = np.concatenate([g_le, g_gt])
-    assert nm.kin_types([le, odd]) == {"LessOrEqual": "Greater"}
+    assert nm.kin_types([le, odd]) == {"Less": "Greater"}
     assert nm.unseen_types([le, odd]) == ["NoSuchOp"] and list(nm.unseen([le, odd])) == [False, True]
     assert nm.fallback_share([le, gt], g[:2]) == 0.0
     bare = NodeModel({"Add": 0}, nm.boosters, nm.manifest)   # no comparison op trained: no kin to lend
-    assert bare.unseen_types([le]) == ["LessOrEqual"] and "NoSuchOp" not in KIN
+    assert bare.unseen_types([le]) == ["Less"] and "NoSuchOp" not in KIN
 
 
 def test_a_recurrent_kin_is_still_priced_per_step():

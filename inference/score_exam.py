@@ -24,7 +24,7 @@ import pandas as pd  # noqa: E402
 from hase.graph_model.dag_critical_path import available_records  # noqa: E402
 from hase.inference import timeline_model as tm  # noqa: E402
 from hase.inference.fit_corpus_timeline import split_sessions  # noqa: E402
-from hase.inference.fit_measured_timeline import clean_labels, labels  # noqa: E402
+from hase.inference.fit_measured_timeline import clean_labels, labels, read_clean  # noqa: E402
 from hase.inference import machine_calibration as mc  # noqa: E402
 from hase.model_zoo.corpus import load_split  # noqa: E402
 from hase.utils import paths  # noqa: E402
@@ -134,6 +134,45 @@ def by_machine(sessions: pd.DataFrame, d: pd.DataFrame, preds: dict, cfg: dict, 
     return out
 
 
+def anchor_offsets(timeline_dirs, exam_machines: list, d: pd.DataFrame) -> dict:
+    """How fast each exam machine runs against the machines the fit learned from, read on the models both measured
+    (the training anchors an exam job runs beside the exam): per machine, the median of its clean label over the
+    other machines' median, overall and at batch 1. Post hoc, not a score: the exam prediction scaled by the
+    exam machines' offset (their sessions' weights) says how much of the error is the machines' speed."""
+    every = [x for x in paths.expand_globs(timeline_dirs) if Path(x).is_dir()]
+    clean = read_clean(every)
+    if clean.empty or not exam_machines:
+        return {}
+    med = clean.groupby(["model", "machine"])["e2e_clean_median_ms"].median().unstack("machine")
+    others = med.drop(columns=[m for m in exam_machines if m in med])
+    if others.empty:
+        return {}
+    ref = others.median(axis=1)
+    out, weights = {"what": "per exam machine, the median over the models it shares with the other machines (the "
+                            "training anchors) of its clean label over theirs; offset: the machines' ratios weighted "
+                            "by their sessions; offset_scaled_post_hoc: the exam scored with the prediction x offset "
+                            "(not a score)", "by_machine": {}}, {}
+    for m in exam_machines:
+        if m not in med:
+            continue
+        j = pd.concat([med[m].rename("x"), ref.rename("ref")], axis=1).dropna()
+        if j.empty:
+            continue
+        r = j["x"] / j["ref"]
+        bs1 = r[[("_bs1_" in k) for k in r.index]]
+        out["by_machine"][str(m)] = {"models": int(len(r)), "median_ratio": float(r.median()),
+                                     "p10": float(r.quantile(0.1)), "p90": float(r.quantile(0.9)),
+                                     "batch1_median_ratio": float(bs1.median()) if len(bs1) else None}
+        weights[str(m)] = int((clean["machine"] == m).sum())
+    if not out["by_machine"]:
+        return {}
+    w = np.array([weights[m] for m in out["by_machine"]], float)
+    f = float(np.average([v["median_ratio"] for v in out["by_machine"].values()], weights=w))
+    out["offset"] = f
+    out["offset_scaled_post_hoc"] = score(d.assign(scaled_ms=d["pred_ms"] * f), "scaled_ms")
+    return out
+
+
 def between_machines(labels: dict) -> dict:
     """The labels' own noise across machines: every pair of machines' medians on the models both measured, as MAPE
     of one against the other (symmetric enough at these sizes), pooled over pairs. A model's sessions on one machine
@@ -219,6 +258,14 @@ def main() -> int:
                                   "unseen_types": sorted({t for s in d["unseen_types"] for t in s.split()})},
                "baselines": base_scores}
     machines = by_machine(sessions, d, main_pred, cfg, log)
+    if machines and cfg["label"] == "clean":
+        anchors = anchor_offsets(cfg["timeline_dirs"], sorted(sessions["machine"].unique()), d)
+        if anchors:
+            machines["anchors"] = anchors
+            log.info("the exam machines against the others on the anchors: %s; the prediction x%.3f (post hoc): "
+                     "MAPE %.1f%%", ", ".join(f"{m} x{v['median_ratio']:.3f} ({v['models']} models)"
+                                             for m, v in anchors["by_machine"].items()),
+                     anchors["offset"], anchors["offset_scaled_post_hoc"]["mape_pct"])
     out = Path(cfg["out"])
     out.mkdir(parents=True, exist_ok=True)
     if machines:

@@ -472,6 +472,26 @@ def test_split_sessions_reads_labels_only_machines(tmp_path):
         split_sessions([str(tmp_path / "none_*")], "EXHAUSTIVE", ["resnet50"])
 
 
+def test_anchor_offsets_read_an_exam_machine_against_the_others(tmp_path):
+    """score_exam.anchor_offsets: an exam machine whose anchors run 10% slower than on the two other machines reads
+    x1.10 (batch 1 too), and the post-hoc scaled score of predictions that were 10% low is then exact."""
+    import pandas as pd
+    from hase.inference.score_exam import anchor_offsets
+    rows = {"machine_a": 1.0, "machine_b": 1.0, "machine_x": 1.1}
+    for m, f in rows.items():
+        (tmp_path / m).mkdir()
+        pd.DataFrame({"model": ["resnet50_bs1_224x224", "resnet50_bs8_224x224", "vit-s2_bs1_56x56"],
+                      "session": [0, 0, 0], "e2e_clean_median_ms": [1.4 * f, 2.5 * f, 1.8 * f],
+                      "clean_calib_host_index_us": [7.0, 7.0, 7.0]}).to_csv(tmp_path / m / "clean_sessions.csv",
+                                                                             index=False)
+    d = pd.DataFrame({"model": ["e1", "e2"], "e2e_ms": [2.2, 4.4], "pred_ms": [2.0, 4.0]})
+    out = anchor_offsets([str(tmp_path / "machine_*")], ["machine_x"], d)
+    row = out["by_machine"]["machine_x"]
+    assert row["models"] == 3 and row["median_ratio"] == pytest.approx(1.1) and row["batch1_median_ratio"] == pytest.approx(1.1)
+    assert out["offset"] == pytest.approx(1.1) and out["offset_scaled_post_hoc"]["mape_pct"] == pytest.approx(0, abs=1e-9)
+    assert anchor_offsets([str(tmp_path / "machine_x")], ["machine_x"], d) == {}   # no other machine: nothing to read
+
+
 def test_join_exams_adds_a_scored_exam_to_training_and_nothing_else():
     """fit_corpus_timeline join_exams: exam v11's architectures join v11's training split (its traces teach the
     terms); exam v13, frozen before that fit, stays out of it."""

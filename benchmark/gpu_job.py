@@ -96,6 +96,19 @@ def load_jobs(path=JOBS) -> dict:
     return jobs
 
 
+def script_env(text: str) -> dict:
+    """The env vars a script reads with ${VAR:-default} / ${VAR:?msg}: {VAR: default, None if required}. HASE_HOME
+    (every job) and variables the script sets itself from something else (CPU=$(...)) are not the job's settings."""
+    text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    found = {}
+    for var, kind, default in re.findall(r"\$\{([A-Z_][A-Z0-9_]*):([-?+])([^}]*)\}", text):
+        # ${VAR:+...}: an optional setting whose default is unset
+        found[var] = None if kind == "?" else "" if kind == "+" else " ".join(default.split())
+    assigned = re.findall(r"(?m)(?:^|[\s;])([A-Z_][A-Z0-9_]*)=(\S*)", text)
+    own = {v for v, rhs in assigned if not rhs.lstrip("(").startswith("${" + v)}
+    return {v: d for v, d in found.items() if v not in own | {"HASE_HOME", "PYTHONPATH"}}
+
+
 def env_overrides(job: Job, items) -> dict:
     """--set env.VAR=value items -> {VAR: 'value'} (the value as typed), each VAR declared by the job; a required
     one (default null) must be given here or be in the environment."""
@@ -108,9 +121,9 @@ def env_overrides(job: Job, items) -> dict:
         if var not in job.env:
             raise HaseError(f"job '{job.name}' reads no env var '{var}' (it reads: {', '.join(job.env) or 'none'})")
         env[var] = value
-    required = set(re.findall(r"\$\{([A-Z_][A-Z0-9_]*):\?", _path(job.script).read_text()))
+    reads = script_env(_path(job.script).read_text())
     for var, d in job.env.items():   # the job's own value of a variable its script requires
-        if d is not None and var in required and var not in env and var not in os.environ:
+        if d is not None and var in reads and reads[var] is None and var not in env and var not in os.environ:
             env[var] = str(d)
     missing = [v for v, d in job.env.items() if d is None and v not in env and v not in os.environ]
     if missing:

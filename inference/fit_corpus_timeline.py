@@ -68,10 +68,11 @@ DEFAULTS = {"timeline_dirs": ["benchmark/results/nvidia-h200/corpus/machine_*"],
 def training_archs(split, join_exams) -> list:
     """The training split's architectures, then those of each scored exam in `join_exams` (split files) that are not
     there yet; their families are added to split.family. An exam not listed stays out."""
-    archs = list(split.train)
+    archs, seen = list(split.train), set(split.train)
     for f in join_exams or []:
         joined = load_split(paths.REPO / f)
-        archs += [a for a in joined.exam if a not in set(archs)]
+        archs += [a for a in joined.exam if a not in seen]
+        seen.update(joined.exam)
         split.family.update({a: joined.family[a] for a in joined.exam})
     return archs
 
@@ -367,9 +368,8 @@ def main() -> int:
     # ---- final: every training node
     nm = NodeModel().fit(ks, g, h, cfg["xgboost"])
     out = Path(cfg["out"])
-    # the GPU the traces came from: benchmark/results/<gpu>/corpus/<machine> (was written nvidia-h200 for every fit
-    # until session 27, the H100's included)
-    gpus = sorted({Path(d).parts[-3] for d in dirs if len(Path(d).parts) >= 3})
+    # the GPU the traces came from (was written nvidia-h200 for every fit until session 27, the H100's included)
+    gpus = sorted({paths.gpu_of(d) for d in dirs})
     nm.manifest["metadata"] = {"device": "cuda", "gpu": gpus[0] if len(gpus) == 1 else "+".join(gpus),
                                "train_models": len(train),
                                "train_archs": len({paths.model_arch(m) for m in train}),

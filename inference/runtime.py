@@ -66,7 +66,7 @@ def control_flow_risk(kernels) -> str:
 
 def gpu_slug(model: dict) -> str:
     """The GPU a timeline model was fitted for, from its predictor's folder (inference/results/<gpu>/...); ''."""
-    return next((p for p in Path(str(model.get("predictor_dir") or "")).parts if p.startswith("nvidia-")), "")
+    return paths.gpu_of(model.get("predictor_dir"))
 
 
 def prepare_record(record: dict, predictor, model: dict) -> dict:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hase.benchmark.gpu_job import JOBS, load_jobs, main
+from hase.benchmark.gpu_job import JOBS, load_jobs, main, script_env
 from hase.utils.errors import HaseError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -21,19 +21,6 @@ def hase(*args, env=None):
     e.update(PYTHONPATH=str(REPO), **(env or {}))
     return subprocess.run([sys.executable, "-m", "hase.cli", "gpu-job", *map(str, args)], cwd=REPO, env=e,
                           capture_output=True, text=True, timeout=120)
-
-
-def script_env(text: str) -> dict:
-    """The env vars a script reads with ${VAR:-default} / ${VAR:?msg}: {VAR: default, None if required}. HASE_HOME
-    (every job) and variables the script sets itself from something else (CPU=$(...)) are not the job's settings."""
-    text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
-    found = {}
-    for var, kind, default in re.findall(r"\$\{([A-Z_][A-Z0-9_]*):([-?+])([^}]*)\}", text):
-        # ${VAR:+...}: an optional setting whose default is unset
-        found[var] = None if kind == "?" else "" if kind == "+" else " ".join(default.split())
-    assigned = re.findall(r"(?m)(?:^|[\s;])([A-Z_][A-Z0-9_]*)=(\S*)", text)
-    own = {v for v, rhs in assigned if not rhs.lstrip("(").startswith("${" + v)}
-    return {v: d for v, d in found.items() if v not in own | {"HASE_HOME", "PYTHONPATH"}}
 
 
 def test_every_gpu_script_is_declared_and_every_declaration_matches_its_script():

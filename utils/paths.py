@@ -115,6 +115,12 @@ def slug(text: str) -> str:
     return s or "unknown"
 
 
+def gpu_of(path) -> str:
+    """The GPU a per-GPU folder belongs to (.../<gpu>/..., e.g. benchmark/results/nvidia-h100/corpus/machine_a or
+    inference/results/nvidia-h200/corpus/node_model): its first 'nvidia-' part; ''."""
+    return next((p for p in Path(str(path or "")).parts if p.startswith("nvidia-")), "")
+
+
 def model_file(model: str, batch: int, h: int, w: int) -> str:
     return f"{model}_bs{batch}_{h}x{w}.onnx"
 

@@ -13,7 +13,8 @@ launch chains) before each session. trace_run calls it in a child process before
 (`clean_labels: true`), so every corpus session gets `e2e_clean_median_ms` beside the old label.
 
 Writes one CSV row per (model, session): model, session, e2e_clean_median_ms (and _mean_ms), e2e_clean_p10_ms, e2e_clean_p90_ms,
-e2e_clean_n, clean_calib_host_index_us, clean_pid, and (CUDA, copy_budget_ms > 0) the copy rate session.run
+e2e_clean_n, clean_calib_host_index_us, clean_pid, on CUDA the GPU's SM clock, power, power limit, temperature and
+clock-event reasons read right after the timed loop (clean_sm_clock_mhz, ..., gpu_metrics.GpuState), and (CUDA, copy_budget_ms > 0) the copy rate session.run
 reaches in this process just before (clean_run_{h2d,d2h}_{1,16}MiB_gbps, host_calibration.Calibrator.run_copies).
 Off by default: with it on (machines y and j, exam v11) the labels ran 5-60% slower than on earlier machines and
 slower than the same machine's CUPTI-traced process; the copy rate is read in a process of its own instead
@@ -48,7 +49,9 @@ FIELDS = ["model", "session", "e2e_clean_median_ms", "e2e_clean_p10_ms", "e2e_cl
           "clean_run_h2d_1MiB_gbps", "clean_run_h2d_16MiB_gbps", "clean_run_d2h_1MiB_gbps", "clean_run_d2h_16MiB_gbps",
           # the runs' mean: next to a part-time neighbour the runs are bimodal and the median keeps the un-hit mode
           # (H100 machine m, session 24: clean median 0.77x the traced median next to small_infer)
-          "e2e_clean_mean_ms"]
+          "e2e_clean_mean_ms",
+          # the GPU right after the timed loop (gpu_metrics.GpuState): a slow machine's clock or power/thermal event
+          "clean_sm_clock_mhz", "clean_power_w", "clean_power_limit_w", "clean_temp_c", "clean_clock_events"]
 
 
 def done_rows(path: Path) -> set:
@@ -121,7 +124,8 @@ def measure(models: list, cfg: dict, log) -> int:
     from hase.benchmark.host_calibration import Calibrator, host_index
     cal = Calibrator(device, cfg["device_id"], cfg["threads"])
     settle(cal, cfg, log)
-    from hase.benchmark.gpu_metrics import IdleGuard
+    from hase.benchmark.gpu_metrics import GpuState, IdleGuard
+    gpu = GpuState(cfg["device_id"]) if device == "cuda" else None
     guard = IdleGuard(device, cfg["device_id"], cfg["idle_busy_max"], cfg["idle_window_s"], cfg["idle_wait_s"],
                       cfg["idle_check_s"], "clean_labels")
     new = not out.exists()
@@ -149,11 +153,13 @@ def measure(models: list, cfg: dict, log) -> int:
                 run()
             ort = profiled(sess, run, cfg, prof) if prof else {}
             r = time_loop(run, None, cfg["budget_ms"], cfg["min_loops"], cfg["max_loops"])
+            state = {f"clean_{k}": (f"{v:.4g}" if isinstance(v, float) else v)
+                     for k, v in (gpu.read() if gpu else {}).items()}
             w.writerow({"model": mp.stem, "session": i, "e2e_clean_median_ms": f"{r['median_ms']:.6g}",
                         "e2e_clean_p10_ms": f"{r['p10_ms']:.6g}", "e2e_clean_p90_ms": f"{r['p90_ms']:.6g}",
                         "e2e_clean_mean_ms": f"{r['mean_ms']:.6g}",
                         "e2e_clean_n": len(r["samples_ms"]), "clean_calib_host_index_us": f"{host:.4g}",
-                        "clean_pid": os.getpid(), **ort, **idle, **copies})
+                        "clean_pid": os.getpid(), **ort, **idle, **copies, **state})
             f.flush()
             added += 1
             del run, sess

@@ -488,6 +488,56 @@ def wait_idle(source: Source, busy_max: float, window_s: float, wait_s: float, k
                             + f"; stop the neighbour, or raise {key} to accept a loaded baseline")
 
 
+# nvml.h clocksEventReasons bits: why the SM clock is below its maximum now
+CLOCK_EVENTS = {0x1: "gpu_idle", 0x2: "app_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x10: "sync_boost",
+                0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake", 0x100: "display_clock"}
+
+
+def clock_event_names(mask: int) -> str:
+    """The clock-event bitmask as names joined by '+' ('' for none; unknown bits as hex)."""
+    mask, names = int(mask), []
+    for bit, name in CLOCK_EVENTS.items():
+        if mask & bit:
+            names.append(name)
+            mask &= ~bit
+    return "+".join(names + ([hex(mask)] if mask else []))
+
+
+class GpuState:
+    """The GPU's SM clock, power, power limit, temperature and clock-event reasons, read once when asked (no thread):
+    clean_labels reads it right after each model's timed loop, while the clock is still the loop's. H100 machine m
+    (exam v12) ran GPU-bound anchors 1.15-1.37x slower than two other H100s with nothing in the labels to say why;
+    a lower clock or a power/thermal event now shows in the row. No NVML (CPU EP, no driver): read() is {}."""
+
+    def __init__(self, device_id: int = 0):
+        self._nv = self._h = None
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+            self._h, self._nv = pynvml.nvmlDeviceGetHandleByIndex(int(device_id)), pynvml
+        except Exception:  # ImportError, NVMLError_*: nothing to read here
+            pass
+
+    def _get(self, fn, *args, scale=1.0):
+        try:
+            return float(fn(self._h, *args)) * scale
+        except Exception:  # one unsupported query -> NaN, never a failed label
+            return math.nan
+
+    def read(self) -> dict:
+        if self._h is None:
+            return {}
+        nv = self._nv
+        reasons = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+            getattr(nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
+        mask = self._get(reasons) if reasons else math.nan
+        return {"sm_clock_mhz": self._get(nv.nvmlDeviceGetClockInfo, nv.NVML_CLOCK_SM),
+                "power_w": self._get(nv.nvmlDeviceGetPowerUsage, scale=1e-3),
+                "power_limit_w": self._get(nv.nvmlDeviceGetEnforcedPowerLimit, scale=1e-3),
+                "temp_c": self._get(nv.nvmlDeviceGetTemperature, nv.NVML_TEMPERATURE_GPU),
+                "clock_events": "" if math.isnan(mask) else clock_event_names(int(mask))}
+
+
 class IdleGuard:
     """The idle check of a measurement job (trace_run's and clean_labels' sessions are the timeline fits' idle
     reference): before a model, at most every `every_s`, a `window_s` window of the busy field with this process

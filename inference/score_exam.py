@@ -119,6 +119,7 @@ def by_machine(sessions: pd.DataFrame, d: pd.DataFrame, preds: dict, cfg: dict, 
                                "cal_ms": [rescaled(preds[m][-1], model, u)
                                           for m, u in zip(cs["model"], cs["calib_host_index_us"])]})
             row["per_session"] = {"uncalibrated": score(ps, "pred_ms"), "calibrated": score(ps, "cal_ms")}
+        row.update(gpu_state(s))
         out["by_machine"][str(mach)] = row
         out.setdefault("_labels", {})[str(mach)] = lab_m
         log.info("machine %s: %d sessions, host %.2f us/node, noise %.1f%%; MAPE %.1f%% uncalibrated, %s%s", mach,
@@ -132,6 +133,24 @@ def by_machine(sessions: pd.DataFrame, d: pd.DataFrame, preds: dict, cfg: dict, 
         log.info("label noise: machines' medians against each other %.1f%% MAPE (the predictor against one machine "
                  "is read beside it)", out["between_machines"]["mape_pct"])
     return out
+
+
+SLOW_EVENTS = ("sw_power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
+
+
+def gpu_state(s: pd.DataFrame) -> dict:
+    """A machine's GPU as its clean labels read it right after each timed loop (clean_labels' GpuState columns, from
+    session 28 on): the median SM clock and power, and the share of sessions that ended under a power or thermal clock
+    event. Says whether a machine that runs GPU-bound models slow (H100 machine m, exam v12) ran at a lower clock."""
+    if "clean_sm_clock_mhz" not in s:
+        return {}
+    clock = pd.to_numeric(s["clean_sm_clock_mhz"], errors="coerce")
+    if clock.isna().all():
+        return {}
+    ev = s.get("clean_clock_events", pd.Series("", index=s.index)).fillna("").astype(str)
+    return {"sm_clock_mhz_median": float(clock.median()),
+            "power_w_median": float(pd.to_numeric(s.get("clean_power_w", pd.Series(dtype=float)), errors="coerce").median()),
+            "slow_clock_event_pct": float(ev.apply(lambda e: any(x in e.split("+") for x in SLOW_EVENTS)).mean() * 100)}
 
 
 def anchor_offsets(timeline_dirs, exam_machines: list, d: pd.DataFrame) -> dict:

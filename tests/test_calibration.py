@@ -2,6 +2,7 @@
 trace_run records it per session, and the predictor scales only the host side by it."""
 import json
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -568,3 +569,46 @@ def test_judge_reads_a_neighbour_folders_idle_stages_as_clean_sessions():
     assert s.groupby("model")["session"].nunique().eq(6).all()     # 3 sessions in each of the 2 idle stages
     assert (s["clean_calib_host_index_us"] > 0).all() and (s["e2e_clean_median_ms"] > 0).all()
     assert idle_of_neighbour_runs([REPO / "benchmark" / "results" / "nvidia-h200" / "corpus" / "machine_n"]).empty
+
+
+def test_gpu_state_reads_the_clock_and_names_why_it_is_low(monkeypatch):
+    """clean_labels' per-model GPU state (gpu_metrics.GpuState): the SM clock, power (mW -> W) and the clock-event
+    bitmask decoded to names; one query a driver does not support reads NaN, not a failed label; without NVML
+    (a CPU machine, or nvmlInit failing) the reading is empty and the label row simply lacks it."""
+    import types
+    from hase.benchmark import gpu_metrics
+
+    class NVMLError(Exception):
+        pass
+
+    def no_temp(h, kind):
+        raise NVMLError("Not Supported")
+    fake = types.SimpleNamespace(
+        nvmlInit=lambda: None, nvmlDeviceGetHandleByIndex=lambda i: f"gpu{i}", NVML_CLOCK_SM=1,
+        NVML_TEMPERATURE_GPU=0, nvmlDeviceGetClockInfo=lambda h, kind: 1475 if kind == 1 else 0,
+        nvmlDeviceGetPowerUsage=lambda h: 612_000, nvmlDeviceGetEnforcedPowerLimit=lambda h: 700_000,
+        nvmlDeviceGetTemperature=no_temp,
+        nvmlDeviceGetCurrentClocksThrottleReasons=lambda h: 0x4 | 0x20 | 0x1000)   # power cap, thermal, unknown
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    s = gpu_metrics.GpuState(0).read()
+    assert s["sm_clock_mhz"] == 1475 and s["power_w"] == pytest.approx(612) and s["power_limit_w"] == 700
+    assert math.isnan(s["temp_c"]) and s["clock_events"] == "sw_power_cap+sw_thermal+0x1000"
+    assert gpu_metrics.clock_event_names(0) == ""
+
+    def broken():
+        raise NVMLError("Driver Not Loaded")
+    monkeypatch.setitem(sys.modules, "pynvml", types.SimpleNamespace(nvmlInit=broken))
+    assert gpu_metrics.GpuState(0).read() == {}
+
+
+def test_exam_machines_report_their_gpu_clock_when_the_labels_have_it():
+    """score_exam.gpu_state: a machine's median SM clock and power and the share of its sessions that ended under a
+    power or thermal clock event (gpu_idle and sync_boost are not slow events); labels from before the columns
+    existed, or from a machine without NVML, report nothing."""
+    from hase.inference.score_exam import gpu_state
+    s = pd.DataFrame({"clean_sm_clock_mhz": ["1980", "1755", "1980", "1980"], "clean_power_w": [400, 700, 380, 390],
+                      "clean_clock_events": ["", "sw_power_cap", "gpu_idle", "sync_boost+hw_thermal"]})
+    g = gpu_state(s)
+    assert g["sm_clock_mhz_median"] == 1980 and g["power_w_median"] == 395 and g["slow_clock_event_pct"] == 50
+    assert gpu_state(s.drop(columns="clean_sm_clock_mhz")) == {}
+    assert gpu_state(s.assign(clean_sm_clock_mhz="")) == {}

@@ -14,7 +14,8 @@ launch chains) before each session. trace_run calls it in a child process before
 
 Writes one CSV row per (model, session): model, session, e2e_clean_median_ms (and _mean_ms), e2e_clean_p10_ms, e2e_clean_p90_ms,
 e2e_clean_n, clean_calib_host_index_us, clean_pid, on CUDA the GPU's SM clock, power, power limit, temperature and
-clock-event reasons read right after the timed loop (clean_sm_clock_mhz, ..., gpu_metrics.GpuState), and (CUDA, copy_budget_ms > 0) the copy rate session.run
+clock-event reasons read right after the timed loop (clean_sm_clock_mhz, ..., gpu_metrics.GpuState), and (CUDA,
+copy_budget_ms > 0) the copy rate session.run
 reaches in this process just before (clean_run_{h2d,d2h}_{1,16}MiB_gbps, host_calibration.Calibrator.run_copies).
 Off by default: with it on (machines y and j, exam v11) the labels ran 5-60% slower than on earlier machines and
 slower than the same machine's CUPTI-traced process; the copy rate is read in a process of its own instead

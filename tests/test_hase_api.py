@@ -256,22 +256,25 @@ def _cpu_load(tmp_path):
 
 
 def test_a_long_grouped_conv1d_is_named_as_a_risk(records):
-    """A CUDA-EP grouped or depthwise Conv1d with a kernel of 28 or more may run one channel group at a time in
-    cuDNN (the trees do not learn when): the prediction says so in a warning; a kernel of 27, an ungrouped conv or
-    a 2-D conv says nothing."""
+    """A CUDA-EP grouped or depthwise Conv1d whose kernel spans 28 or more ((K - 1) * dilation + 1) may run one
+    channel group at a time in cuDNN (the trees do not learn when): the prediction says so in a warning; a span of
+    27, an ungrouped conv or a 2-D conv says nothing."""
     import copy
     import hase
     from hase.inference.node_model import per_group_risk
 
-    def conv1d(k, groups, channels=384, length=255):
+    def conv1d(k, groups, channels=384, length=255, dilation=1):
         return {"id": "Conv#x", "type": "Conv", "op_type": "Conv", "ep": "CUDAExecutionProvider", "node_name": "/dw",
-                "attributes": {"group": groups, "kernel_shape": [k]},
+                "attributes": {"group": groups, "kernel_shape": [k], "dilations": [dilation]},
                 "inputs": [{"shape": [1, channels, length], "role": "activation"},
                            {"shape": [channels, channels // groups, k], "role": "weight"}]}
-    assert "longest 128, 384 groups, '/dw'" in per_group_risk([conv1d(128, 384)])
+    assert "longest 128 with its dilation, 384 groups, '/dw'" in per_group_risk([conv1d(128, 384)])
     # wav2vec's positional conv: grouped, not depthwise (ran per group in all 19 corpus models that have one)
-    assert "longest 128, 8 groups" in per_group_risk([conv1d(128, 8, 512, 24)])
+    assert "longest 128 with its dilation, 8 groups" in per_group_risk([conv1d(128, 8, 512, 24)])
     assert per_group_risk([conv1d(27, 384)]) == "" and per_group_risk([conv1d(64, 1)]) == ""
+    # tasnet's dilated depthwise K=3: the span counts ((3 - 1) * 32 + 1 = 65 ran per group in the corpus), not K
+    assert "longest 65 with its dilation, 384 groups" in per_group_risk([conv1d(3, 384, dilation=32)])
+    assert per_group_risk([conv1d(3, 384, dilation=13)]) == ""                     # spans 27
     assert per_group_risk([dict(conv1d(64, 384), ep="CPUExecutionProvider")]) == ""
     p = hase.load_predictor("nvidia-h200")
     rec = records["resnet50_bs16_224x224"]
@@ -282,7 +285,7 @@ def test_a_long_grouped_conv1d_is_named_as_a_risk(records):
     k.update({kk: v for kk, v in conv1d(64, 256, 256, 512).items() if kk in ("attributes", "inputs")})
     warns = [w for w in p.predict(rec).warnings if "channel group" in w]
     assert len(warns) == 1 and "1 grouped or depthwise Conv1d node(s)" in warns[0]
-    assert "longest 64, 256 groups" in warns[0]
+    assert "longest 64 with its dilation, 256 groups" in warns[0]
 
 
 def test_an_op_with_a_trained_kin_is_named_in_a_warning(tmp_path):

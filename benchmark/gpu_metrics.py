@@ -506,8 +506,9 @@ def clock_event_names(mask: int) -> str:
 class GpuState:
     """The GPU's SM clock, power, power limit, temperature and clock-event reasons, read once when asked (no thread):
     clean_labels reads it right after each model's timed loop, while the clock is still the loop's. H100 machine m
-    (exam v12) ran GPU-bound anchors 1.15-1.37x slower than two other H100s with nothing in the labels to say why;
-    a lower clock or a power/thermal event now shows in the row. No NVML (CPU EP, no driver): read() is {}."""
+    (exam v12) ran large-batch anchors 1.15-1.37x slower than two other H100s (its copy rate, it turned out: its
+    job's calibration.json) with nothing in the labels to say whether the GPU too was slower; a lower clock or a
+    power/thermal event now shows in the row. No NVML (CPU EP, no driver): read() is {}."""
 
     def __init__(self, device_id: int = 0):
         self._nv = self._h = None

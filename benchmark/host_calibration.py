@@ -51,7 +51,7 @@ from hase.utils.logger import get_logger  # noqa: E402
 from hase.utils.ort_session import make_session, provenance, resolve_device  # noqa: E402
 
 CONFIG = Path(__file__).resolve().parent / "host_calibration.yaml"
-DEFAULTS = {"device": "auto", "device_id": 0, "threads": 0, "budget_ms": 40.0, "warmup": 20, "run_copy_budget_ms": 0.0,
+DEFAULTS = {"device": "auto", "device_id": 0, "threads": 0, "budget_ms": 40.0, "warmup": 20, "run_copy_budget_ms": 20.0,
             "out": "", "key": ""}
 CHAIN_N = 16
 LAUNCHING = ("relu", "add", "matmul", "conv")

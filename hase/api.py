@@ -355,7 +355,7 @@ class Predictor:
             ld, info, w = self.check_load(load)
             src = "given"
         warns += [w] if isinstance(w, str) else list(w or [])
-        model = self.model
+        model, copy_sc = self.model, None
         if isinstance(calibration, str) and calibration == "local" and model is not None:
             calibration, note = self.local_calibration()
             info = dict(info, calibration_source=note)
@@ -375,6 +375,11 @@ class Predictor:
                 cw = cw or mc.range_note(model, calibration)   # scaled, but outside the fitted machines' readings
                 model = dict(model, params=mc.calibrated_params(model["params"], scale))
                 info = dict(info, host_scale=scale)
+                if self.cfg.get("calibrate_copies"):   # session.run's copies at the target's copy rate (opt-in)
+                    copy_sc, ccw = mc.copy_scales(model, calibration)
+                    info = dict(info, copy_scales=copy_sc)
+                    if ccw:
+                        warns.append(ccw)
             if cw:
                 warns.append(cw)
         if self.model is None:   # no timeline model: the plain Σ in ORT's order
@@ -394,6 +399,9 @@ class Predictor:
                 from hase.inference.runtime import record_risks
                 prep.update(kernel_ms={k["id"]: 0.0 for k in record["kernels"]}, standalone_sum_ms=0.0, unseen_types=[],
                             risks=record_risks(record))
+            if copy_sc:
+                from hase.inference.machine_calibration import calibrated_copies
+                prep = calibrated_copies(prep, copy_sc)
             try:
                 res = predict_record(record, self.predictor, ld, model, opts, prep=prep)
             except HaseError as e:   # the timeline refuses a session option: name it

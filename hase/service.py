@@ -410,7 +410,8 @@ def create_app(default_prometheus: str = "", default_target: str = "nvidia-h200"
                 return {"name": name, "target": c.target, "selector": c.selector, "total_ms": r.total_ms,
                         "p10_ms": r.p10_ms, "p90_ms": r.p90_ms, "idle_ms": r.idle_ms,
                         "neighbour_busy": r.details.get("neighbour_busy"), "load": r.details.get("load"),
-                        "host_scale": r.details.get("host_scale"), "warnings": r.warnings}
+                        "host_scale": r.details.get("host_scale"),
+                        "copy_scales": r.details.get("copy_scales"), "warnings": r.warnings}
             except (RequestError, HaseError) as e:
                 return {"name": name, "target": c.target, "selector": c.selector, "error": getattr(e, "message", str(e))}
         with concurrent.futures.ThreadPoolExecutor(max_workers=min(16, len(req.candidates))) as ex:

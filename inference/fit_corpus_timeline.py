@@ -291,6 +291,11 @@ def main() -> int:
                                             elasticity_sessions=cal_ref.get("elasticity", 1.0), **between,
                                             source="clean-label processes" + (
                                                 "" if between else " (elasticity from the trace sessions)"))
+    # the GPU kind's typical session.run copy rate (every machine folder's calibration, labels-only ones too): a
+    # target's own rate scales its copies
+    copy_ref = mc.copy_reference([d for d in paths.expand_globs(cfg["timeline_dirs"]) if Path(d).is_dir()])
+    if copy_ref:
+        model["calibration_ref"] = dict(model.get("calibration_ref") or {}, copy_gbps=copy_ref)
     model["label"] = cfg["label"]
     if cfg["host_from_clean"] and cfg["label"] == "clean":
         per_node, hfac = host_from_clean(per_node, train, records, model, lab, sessions,

@@ -17,8 +17,13 @@ sessions the slope is diluted (0.40): within one machine the reading taken befor
 session's host speed at all (slope ~0), so only a machine's median reading is a calibration. Where fewer than 3
 calibrated machines exist, the session-level slope of the trace sessions is kept; 1 where neither can be fitted.
 
-Scaled: per-node host dispatch (the timeline's `kappa`) and session.run's fixed cost (`c0_us`). GPU time and
-copies are not. A missing or stale calibration, or a model without a reference, gives the uncalibrated
+Scaled: per-node host dispatch (the timeline's `kappa`) and session.run's fixed cost (`c0_us`); and, with the
+inference config's calibrate_copies (off until an exam judges it: 5 machines post hoc moved both ways), by
+copy_scales, session.run's input and output copies by the reference's copy rate over the target's (`run_h2d_16MiB_gbps`,
+`run_d2h_16MiB_gbps`: the copy session.run itself makes, read in a process of its own). Why: H100 machine m (exam
+v12) copied at 5.2-5.6 GB/s where the other H100s read 10.6-14.2, and its labels ran slower by 0.06-0.08 ms per MB of
+input, the most on large-input models that are otherwise GPU-bound (0.099 ms/MB expected from the two rates). GPU
+time is not scaled. A missing or stale calibration, or a model without a reference, gives the uncalibrated
 prediction and a warning naming the field. The measured effect, per machine, is in
 inference/results/<gpu>/exam_v3/machines/ (inference/score_exam.py's by-machine section).
 """
@@ -87,6 +92,95 @@ def host_scale(model: dict, target, now: float = None, max_age_s: float = MAX_AG
     return float(s ** float(model["calibration_ref"].get("elasticity", 1.0))), None
 
 
+COPY_KEYS = {"h2d": "run_h2d_16MiB_gbps", "d2h": "run_d2h_16MiB_gbps"}
+COPY_SCALE_RANGE = (0.33, 3.0)   # pageable copies of one GPU kind read 5-15 GB/s; a wider ratio is a broken reading
+
+
+def profiles_of(path) -> list:
+    """The calibration profiles in one calibration.json: a single profile, or {process key: profile} (a corpus job's
+    standalone-start / standalone-end, trace_run's per process)."""
+    import json
+    from pathlib import Path
+    d = json.loads(Path(path).read_text())
+    if isinstance(d, dict) and ("host_index_us" in d or "copy_gbps" in d):
+        return [d]
+    return [v for v in (d.values() if isinstance(d, dict) else d) if isinstance(v, dict)]
+
+
+def machine_copy_gbps(profiles: list) -> dict:
+    """{run_*_16MiB_gbps: the median over a machine's profiles that read it}."""
+    out = {}
+    for key in COPY_KEYS.values():
+        v = [float((p.get("copy_gbps") or {}).get(key)) for p in profiles
+             if isinstance((p.get("copy_gbps") or {}).get(key), (int, float)) and (p.get("copy_gbps") or {})[key] > 0]
+        if v:
+            out[key] = float(np.median(v))
+    return out
+
+
+def copy_reference(machine_dirs) -> dict:
+    """The copy rates of a GPU kind's typical machine: per direction, the median over machine folders of each
+    machine's median run-copy reading (its calibration.json); {} when no machine read one. Calibration readings
+    only, never labels: every machine of the kind that has them counts."""
+    from pathlib import Path
+    per = {}
+    for d in machine_dirs:
+        f = Path(d) / "calibration.json"
+        if f.exists():
+            got = machine_copy_gbps(profiles_of(f))
+            if got:
+                per[Path(d).name] = got
+    out = {}
+    for key in COPY_KEYS.values():
+        v = [m[key] for m in per.values() if key in m]
+        if v:
+            out[key] = float(np.median(v))
+    if out:
+        out.update(machines=len(per), source="median over machines of each machine's run-copy readings")
+    return out
+
+
+def copy_scales(model: dict, target, now: float = None, max_age_s: float = MAX_AGE_S) -> tuple:
+    """({'h2d': scale, 'd2h': scale}, warning or None): the factor on session.run's copy time in each direction,
+    the reference's rate over the target's. Scale 1 where the target has no run-copy reading (hase calibrate reads
+    it; an older profile may not) or the model no reference, with the field named."""
+    one = {"h2d": 1.0, "d2h": 1.0}
+    if target is None or isinstance(target, (int, float)):
+        return one, None
+    ref = (model.get("calibration_ref") or {}).get("copy_gbps") or {}
+    if not ref:
+        return one, "timeline model has no 'calibration_ref.copy_gbps' (no run-copy reference): copies not scaled"
+    d = target if isinstance(target, dict) else target.to_dict()
+    when = d.get("time_unix")
+    if when is not None and (now if now is not None else time.time()) - float(when) > max_age_s:
+        return one, None   # host_scale names the stale profile
+    cg, out, miss = d.get("copy_gbps") or {}, dict(one), []
+    for direction, key in COPY_KEYS.items():
+        t, r = cg.get(key), ref.get(key)
+        if not (isinstance(t, (int, float)) and math.isfinite(t) and t > 0 and isinstance(r, (int, float))):
+            miss.append(key)
+            continue
+        s = float(r) / float(t)
+        if COPY_SCALE_RANGE[0] <= s <= COPY_SCALE_RANGE[1]:
+            out[direction] = s
+        else:
+            miss.append(key)
+    if miss:
+        return out, (f"calibration field 'copy_gbps.{miss[0]}' missing or outside {COPY_SCALE_RANGE}x the reference "
+                     f"(hase calibrate reads it): {'those copies' if len(miss) < 2 else 'copies'} not scaled")
+    return out, None
+
+
+def calibrated_copies(prep: dict, scales: dict) -> dict:
+    """A prepared model (timeline_model.prepared) with session.run's copy terms scaled per direction."""
+    if not scales or all(v == 1.0 for v in scales.values()):
+        return prep
+    p = dict(prep, h2d_us=prep["h2d_us"] * scales.get("h2d", 1.0), d2h_us=prep["d2h_us"] * scales.get("d2h", 1.0))
+    if prep.get("h2d_wait"):
+        p["h2d_wait"] = dict(prep["h2d_wait"], extra_us=prep["h2d_wait"]["extra_us"] * scales.get("h2d", 1.0))
+    return p
+
+
 def range_note(model: dict, target) -> str:
     """A warning when the target's host index lies outside the p10-p90 of the readings the timeline was fitted at:
     the scaling then extrapolates its elasticity (judged: H100 machine q read 6.5 us against 7.2-12.4 and stayed
@@ -145,12 +239,14 @@ def machine_host_index_us(sessions) -> float:
 def from_prometheus(pcfg: dict):
     """The node agent's calibration as a profile-like dict {host_index_us, time_unix}; None when not exported."""
     from hase.inference.load_sources import load_from_prometheus
-    got = load_from_prometheus(pcfg, [], optional=("HASE_CALIB_HOST_INDEX_US", "HASE_CALIB_AGE_S"))
+    copy_fields = {f"HASE_CALIB_{k.upper()}": k for k in COPY_KEYS.values()}
+    got = load_from_prometheus(pcfg, [], optional=("HASE_CALIB_HOST_INDEX_US", "HASE_CALIB_AGE_S", *copy_fields))
     if "HASE_CALIB_HOST_INDEX_US" not in got:
         return None
     age = got.get("HASE_CALIB_AGE_S")
     return {"host_index_us": got["HASE_CALIB_HOST_INDEX_US"],
-            "time_unix": time.time() - age if age is not None else None}
+            "time_unix": time.time() - age if age is not None else None,
+            "copy_gbps": {k: got[f] for f, k in copy_fields.items() if f in got}}
 
 
 # ---- CPU EP (issue 23 item 5): a CPU timeline built on other CPUs, used on this one
@@ -308,7 +404,7 @@ def local_calibration(device: str, device_id: int = 0, threads: int = 0, reading
                       f"processes (> {busy_max_pct:g}%): host not scaled")
     try:
         cal = Calibrator(device, device_id, threads)
-        prof = cal.calibrate(20.0).to_dict()
+        prof = cal.calibrate(20.0, run_copy_budget_ms=10.0 if device == "cuda" else 0.0).to_dict()
         got = [prof["host_index_us"]] + [host_index(cal.host(20.0)) for _ in range(max(int(readings) - 1, 0))]
     except Exception as ex:  # noqa: BLE001  (ORT raises several types; any of them means "no local reading")
         return None, f"this machine's calibration failed ({str(ex).splitlines()[0][:160]}): host not scaled"

@@ -262,7 +262,8 @@ def serve(cfg, args, device, registry, labels, fields, source, fixed, duty, log)
     calibrator, calib_gauges, t_calib = None, {}, float("inf")
     if cfg["calibrate"]:
         calibrator = Calibrator(device, cfg["device_id"], 1 if device == "cpu" else 0, int(cfg["warmup"]))
-        cal = calibrator.calibrate(float(cfg["calib_budget_ms"]))
+        # at start only, session.run's own copy rate (predictions scale their copies by it: machine_calibration)
+        cal = calibrator.calibrate(float(cfg["calib_budget_ms"]), run_copy_budget_ms=10.0 if device == "cuda" else 0.0)
         calibration_gauges(cal, registry, labels, calib_gauges)
         if cfg["calib_profile"]:
             paths.atomic_write_text(Path(cfg["calib_profile"]), json.dumps(cal.to_dict(), indent=1))

@@ -17,6 +17,9 @@ DEFAULTS = {"device": "auto", "predictor_dir": "", "timeline_model": "", "pin_di
             "sample_s": 1.0, "sample_max_s": 5.0, "sample_busy_se": 0.02,
             "prometheus": {"url": "", "selector": 'gpu="0"', "lookback_s": 30, "queries": {}}, "top_kernels": 15,
             "probe": {"max_age_s": 60.0, "idle_probe_us": 0.0, "local_ms": 200.0},
+            # a calibration's copy rate scales session.run's copies (machine_calibration.copy_scales): off until an
+            # exam judges it (session 28, post hoc on 5 spent-exam machines: 2 better, 2 worse, 1 unchanged)
+            "calibrate_copies": False,
             # the session the user will run: ORT's defaults unless told otherwise
             "cudnn_conv_algo_search": "EXHAUSTIVE", "io_binding": False, "cpu_pinned": False}
 
@@ -321,7 +324,10 @@ def format_prediction(res: dict, top: int) -> str:
     if (res.get("session_options") or {}).get("cpu_pinned"):
         lines.append(f"  {res.get('host_setting')}")
     if res.get("host_scale") is not None:   # machine calibration (inference/machine_calibration.py)
+        cs = res.get("copy_scales") or {}
         lines.append(f"  host side x{res['host_scale']:.3f} for the target's host speed"
+                     + (f", copies x{cs.get('h2d', 1.0):.2f} in and x{cs.get('d2h', 1.0):.2f} out for its copy rate"
+                        if any(v != 1.0 for v in cs.values()) else "")
                      + (f" ({res['calibration_source']})" if res.get("calibration_source") else ""))
     elif res.get("cpu_scales"):
         sc = res["cpu_scales"]

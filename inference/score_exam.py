@@ -73,8 +73,10 @@ def predictions(tl_path: str, predictor_dir: str, records: dict, models: list, s
     return out
 
 
-def rescaled(prep: dict, model: dict, host_index_us: float) -> float:
-    """The central prediction (ms) of a prepared model with the host terms scaled by one calibration reading."""
+def rescaled(prep: dict, model: dict, host_index_us: float, copy_scales: dict = None) -> float:
+    """The central prediction (ms) of a prepared model with the host terms scaled by one calibration reading (and,
+    given copy_scales, session.run's copies by the machine's copy rate: machine_calibration.copy_scales)."""
+    prep = mc.calibrated_copies(prep, copy_scales) if copy_scales else prep
     scale, _ = mc.host_scale(model, host_index_us)
     p = mc.calibrated_params(model["params"], scale)
     r = tm.with_spread(prep, p, tm.load_terms(model["idle_load"], model.get("idle_clock_mhz", 0.0)), None, True)
@@ -92,6 +94,7 @@ def by_machine(sessions: pd.DataFrame, d: pd.DataFrame, preds: dict, cfg: dict, 
                    "session_noise_pct: MAPE of single sessions against their machine's median",
            "timeline_model": cfg["timeline_model"], "calibration_ref": model.get("calibration_ref"), "by_machine": {}}
     sessions = sessions[sessions["model"].isin(d["model"])]
+    dirs = {Path(x).name: Path(x) for x in paths.expand_globs(cfg["timeline_dirs"])}
     for mach, s in sessions.groupby("machine"):
         lab_m = s.groupby("model")["e2e_median_ms"].median()
         noise = accuracy(s["e2e_median_ms"], lab_m.loc[s["model"]].to_numpy())
@@ -110,6 +113,16 @@ def by_machine(sessions: pd.DataFrame, d: pd.DataFrame, preds: dict, cfg: dict, 
             row["calibrated"] = score(t, "cal_ms")
             for k in ("mape_pct", "within_10pct", "median_signed_pct"):
                 row[k] = row["calibrated"][k]
+            # and the copies by the machine's own session.run copy rate (its calibration.json, read in a process
+            # of its own at the job's start and end)
+            cal_file = dirs.get(str(mach), Path("/nonexistent")) / "calibration.json"
+            if cal_file.exists():
+                got = mc.machine_copy_gbps(mc.profiles_of(cal_file))
+                sc, cwarn = mc.copy_scales(model, {"copy_gbps": got})
+                if not cwarn:
+                    t["calc_ms"] = [rescaled(preds[m][-1], model, cal_us, sc) for m in models]
+                    row["copy_gbps"], row["copy_scales"] = got, sc
+                    row["calibrated_with_copies"] = score(t, "calc_ms")
         # per session: each session's own truth against the prediction scaled by the calibration read just before it
         cs = s.dropna(subset=["calib_host_index_us"])
         cs = cs[cs["model"].isin(preds)]  # an exam model without a record has no prediction
@@ -128,6 +141,10 @@ def by_machine(sessions: pd.DataFrame, d: pd.DataFrame, preds: dict, cfg: dict, 
                  else "no calibration", "; per session %.1f%% -> %.1f%%" % (
                      row["per_session"]["uncalibrated"]["mape_pct"], row["per_session"]["calibrated"]["mape_pct"])
                  if "per_session" in row else "")
+        if "calibrated_with_copies" in row:
+            log.info("machine %s: with its copy rate too (h2d x%.2f, d2h x%.2f): MAPE %.1f%%, median signed %+.1f%%",
+                     mach, row["copy_scales"]["h2d"], row["copy_scales"]["d2h"],
+                     row["calibrated_with_copies"]["mape_pct"], row["calibrated_with_copies"]["median_signed_pct"])
     out["between_machines"] = between_machines(out.pop("_labels", {}))
     if out["between_machines"]:
         log.info("label noise: machines' medians against each other %.1f%% MAPE (the predictor against one machine "

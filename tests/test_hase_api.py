@@ -215,6 +215,53 @@ def test_calibration_scales_the_host_side_only(records, tmp_path):
     assert any("time_unix" in w for w in old.warnings)
 
 
+def test_a_slow_copy_rate_slows_a_large_input_model_when_copies_are_calibrated(records):
+    """Issue 23 item 3, copies (opt-in, calibrate_copies): a target whose session.run copies read half the GPU
+    kind's reference rate predicts a model with a 19 MB input slower by about its input copy, a 0.6 MB one by
+    far less;
+    off (the default) the copy reading changes nothing; a profile without the run-copy fields keeps the copies and
+    says which field is missing."""
+    import hase
+    from hase.inference import machine_calibration as mc
+    on = hase.load_predictor("nvidia-h200", config={"calibrate_copies": True})
+    off = hase.load_predictor("nvidia-h200")
+    ref = on.model["calibration_ref"]
+    cg = ref["copy_gbps"]
+    half = {"host_index_us": ref["host_index_us"], "copy_gbps": {k: cg[k] / 2 for k in mc.COPY_KEYS.values()}}
+    small, big = records["resnet18_bs1_224x224"], records["wide_resnet50_2_bs32_224x224"]
+    added = []
+    for rec, lo, hi in ((big, 1.02, 1.6), (small, 1.0, 1.10)):
+        base = on.predict(rec, calibration=ref["host_index_us"]).total_ms
+        slow = on.predict(rec, calibration=half)
+        assert lo * base <= slow.total_ms <= hi * base, (rec["model"], base, slow.total_ms)
+        assert slow.details["copy_scales"] == {"h2d": pytest.approx(2.0), "d2h": pytest.approx(2.0)}
+        assert off.predict(rec, calibration=half).total_ms == pytest.approx(base)
+        added.append(slow.total_ms - base)
+    assert added[0] > 10 * added[1]   # the copy time grows with the bytes copied
+    got = on.predict(big, calibration={"host_index_us": ref["host_index_us"], "copy_gbps": {}})
+    assert got.total_ms == pytest.approx(on.predict(big, calibration=ref["host_index_us"]).total_ms)
+    assert any("copy_gbps.run_h2d_16MiB_gbps" in w for w in got.warnings)
+
+
+def test_copy_reference_is_the_median_machine_of_the_gpu_kind(tmp_path):
+    """machine_calibration.copy_reference: per direction the median over machines of each machine's median run-copy
+    reading (calibration.json as one profile or {process: profile}); machines without a reading are skipped."""
+    from hase.inference import machine_calibration as mc
+    for name, runs in (("a", [10.0, 12.0]), ("b", [5.0]), ("c", [12.0]), ("d", None)):
+        d = tmp_path / name
+        d.mkdir()
+        profs = [{"host_index_us": 8.0, "copy_gbps": ({"run_h2d_16MiB_gbps": r, "run_d2h_16MiB_gbps": 2 * r}
+                                                      if r else {"h2d_16MiB_gbps": 7.0})} for r in (runs or [0])]
+        (d / "calibration.json").write_text(json.dumps(profs[0] if len(profs) == 1 else
+                                                       {f"p{i}": p for i, p in enumerate(profs)}))
+    ref = mc.copy_reference(sorted(tmp_path.iterdir()))
+    assert ref["run_h2d_16MiB_gbps"] == 11.0 and ref["run_d2h_16MiB_gbps"] == 22.0 and ref["machines"] == 3
+    sc, w = mc.copy_scales({"calibration_ref": {"copy_gbps": ref}}, {"copy_gbps": {"run_h2d_16MiB_gbps": 5.5,
+                                                                                  "run_d2h_16MiB_gbps": 22.0}})
+    assert sc == {"h2d": 2.0, "d2h": 1.0} and w is None
+    assert mc.copy_scales({"calibration_ref": {}}, {"copy_gbps": {}})[1].startswith("timeline model has no")
+
+
 def test_local_calibration_reads_this_machine_only_where_it_is_the_target(records, tmp_path, monkeypatch):
     """calibration="local": this machine's calibration read now, the median of several host readings, only where
     this machine is the target: a GPU target on a machine without that GPU is predicted uncalibrated with a warning

@@ -93,6 +93,7 @@ def host_scale(model: dict, target, now: float = None, max_age_s: float = MAX_AG
 
 
 COPY_KEYS = {"h2d": "run_h2d_16MiB_gbps", "d2h": "run_d2h_16MiB_gbps"}
+COPY_NOTE_RANGE = (0.67, 1.5)    # outside it a prediction that does not scale its copies says so (api)
 COPY_SCALE_RANGE = (0.33, 3.0)   # pageable copies of one GPU kind read 5-15 GB/s; a wider ratio is a broken reading
 
 

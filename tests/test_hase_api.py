@@ -235,7 +235,11 @@ def test_a_slow_copy_rate_slows_a_large_input_model_when_copies_are_calibrated(r
         slow = on.predict(rec, calibration=half)
         assert lo * base <= slow.total_ms <= hi * base, (rec["model"], base, slow.total_ms)
         assert slow.details["copy_scales"] == {"h2d": pytest.approx(2.0), "d2h": pytest.approx(2.0)}
-        assert off.predict(rec, calibration=half).total_ms == pytest.approx(base)
+        unscaled = off.predict(rec, calibration=half)
+        assert unscaled.total_ms == pytest.approx(base)
+        # off, a copy rate twice as slow as the GPU kind's is said, with this prediction's copy time
+        assert any("h2d copies run 2.00x as long" in w and "not scaled" in w for w in unscaled.warnings)
+        assert not [w for w in off.predict(rec, calibration=ref["host_index_us"]).warnings if "copy" in w]
         added.append(slow.total_ms - base)
     assert added[0] > 10 * added[1]   # the copy time grows with the bytes copied
     got = on.predict(big, calibration={"host_index_us": ref["host_index_us"], "copy_gbps": {}})

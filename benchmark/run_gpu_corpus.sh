@@ -35,6 +35,12 @@ echo "stage machine $(el)"
   lscpu | grep -E "Model name|^CPU\(s\)|NUMA node|MHz"; hostname; python3 -c "import onnxruntime as o, torch;
 import importlib; t=importlib.util.find_spec('timm'); print('ort', o.__version__, o.get_available_providers(), 'torch', torch.__version__, 'timm', __import__('timm').__version__ if t else None)"; } > "$JOB/machine.txt" 2>&1
 cat "$JOB/machine.txt"
+# fail in a second, not after the export: a machine given only part of the onnxruntime-gpu pack (a first call that
+# did not source .device/activate.sh) has the CPU build, and the job ran its 2.5-minute export before failing (session 28)
+if ! python3 -c $'from hase.utils.ort_session import resolve_device\ntry:\n resolve_device("cuda", 0)\nexcept Exception as e:\n raise SystemExit(str(e))'; then
+  echo "error: the CUDA EP does not run here (onnxruntime-gpu: source .device/activate.sh in every call that carries a pack part); nothing exported or measured"
+  exit 3
+fi
 echo "stage export $(el)"
 if [ "${SPLIT:-all}" != none ]; then  # none: only ANCHORS (e.g. re-tracing a list of training architectures)
   python3 model_zoo/build_corpus.py --set "split=${SPLIT:-all}" --set "split_file=${SPLIT_FILE:-model_zoo/corpus_split.yaml}" \

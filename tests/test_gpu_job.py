@@ -202,3 +202,17 @@ def test_device_tree_slims_only_gpu_unneeded_data_and_restores_it(tmp_path):
     assert not (repo / ".device/p3").exists() and (repo / ".device/PARTS").read_text().strip() == "5"
     r = sh("bogus")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "bogus" in r.stderr
+
+
+def test_a_corpus_job_without_the_cuda_ep_stops_before_the_export(tmp_path):
+    """run_gpu_corpus.sh on a machine whose onnxruntime cannot run the CUDA EP (here: no GPU; on a GPU machine: the
+    pack's second half never activated) writes its machine description, one error line and DONE within seconds,
+    and exports nothing (session 28: such a job spent its 2.5-minute export first)."""
+    env = dict(os.environ, HASE_HOME=str(tmp_path / "home"), SPLIT="none", ANCHORS="[resnet18]")
+    job = tmp_path / "job"
+    subprocess.run(["bash", str(REPO / "benchmark/run_gpu_corpus.sh"), str(job)], env=env, capture_output=True,
+                   text=True, timeout=300, check=False)
+    log = (job / "log.txt").read_text()
+    assert (job / "DONE").exists() and (job / "machine.txt").exists()
+    assert "error: the CUDA EP does not run here" in log and "stage export" not in log
+    assert not (tmp_path / "home" / "model_zoo").exists() and not (job / "all_models.txt").exists()

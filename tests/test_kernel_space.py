@@ -659,3 +659,41 @@ def test_conv1d_grid_models_are_the_convs_they_say(tmp_path):
                  dilation=attrs["dilations"][0], groups=attrs["group"]).numpy()
         assert y.shape == ref.shape == (B, int(r["cout"]), int(r["Lout"]))
         assert np.allclose(y, ref, atol=1e-3, rtol=1e-3), r["name"]
+
+
+def test_conv1d_grid_report_judges_the_rule_and_a_corpus_classifier(tmp_path):
+    """kernel_model/conv1d_grid_report.py on a made-up grid job and corpus: a grid conv ran per group when it
+    launched at least one kernel per group; the rule (span with dilation >= 28) and the classifier (learned on the
+    corpus's grouped Conv1d nodes, where here only long spans ran per group) are each judged against that; the costs
+    of a per-group node are its host per launch and GPU time per group; a folder without the job's files is one line."""
+    import pandas as pd
+    from hase.kernel_model.conv1d_grid_report import corpus_candidates, costs, grid_cases, judge
+    rng = np.random.default_rng(0)
+    recs, nodes = {}, []
+    for i in range(60):   # corpus: depthwise Conv1d, per group when the span is >= 33
+        K, d, C, L, B = int(rng.choice([3, 7, 31, 65])), int(rng.choice([1, 2])), 64, 128, int(rng.choice([1, 4]))
+        m = f"fam{i % 6}-s{i}_bs{B}_{C}x{L}"
+        recs[m] = {"kernels": [{"op_type": "Conv", "ep": "CUDAExecutionProvider", "node_name": "/c", "id": "Conv#0",
+                                "attributes": {"kernel_shape": [K], "group": C, "dilations": [d]},
+                                "inputs": [{"shape": [B, C, L]}]}]}
+        pg = (K - 1) * d + 1 >= 33
+        nodes.append({"model": m, "node": "/c", "launches": C + 1 if pg else 2, "gpu_us": 300.0 if pg else 20.0,
+                      "host_us": 9.0 * (C + 1) if pg else 12.0})
+    c = corpus_candidates(recs, pd.DataFrame(nodes))
+    assert len(c) == 60 and c["per_group"].sum() == sum(n["launches"] > 2 for n in nodes)
+    g = tmp_path / "job"
+    g.mkdir()
+    grid = pd.DataFrame([{"name": f"c1d-{k}", "op": "Conv", "B": 1, "C": 64, "L": 256, "K": k, "dilation": 1,
+                          "stride": 1, "groups": 64, "cout": 64} for k in (3, 29, 64, 128)])
+    grid.to_csv(g / "grid.csv", index=False)
+    pd.DataFrame([{"model": f"c1d-{k}", "node": "/c", "launches": 65 if k >= 64 else 1, "gpu_us": 130.0 if k >= 64
+                   else 10.0, "host_us": 585.0 if k >= 64 else 9.0} for k in (3, 29, 64, 128)]).to_csv(
+        g / "nodes_lazy.csv.gz", index=False)
+    d = grid_cases(g, "lazy")
+    assert d["per_group"].tolist() == [False, False, True, True]
+    assert judge(d["per_group"], [False, True, True, True]) == {"accuracy_pct": 75.0, "per_group": 2, "found": 2,
+                                                                "missed": 0, "false_alarms": 1}
+    k = costs(d)
+    assert k["host_us_per_launch"] == 9.0 and k["gpu_us_per_group"] == pytest.approx(130 / 64)
+    bad = run_script([REPO / "kernel_model/conv1d_grid_report.py", "--set", f"grid={tmp_path}"], tmp_path, check=False)
+    assert bad.returncode != 0 and "grid.csv missing" in bad.stderr.strip().splitlines()[-1]

@@ -156,11 +156,16 @@ def compute_model(kind: str) -> tuple:
 # chains of smaller ones: 3x3 convs (channels, side) and Adds (elements), LADDER_N nodes each.
 LADDER_CONV = ((16, 8), (32, 14), (64, 28))          # 0.29, 3.6, 58 MFLOP (the throughput conv above: 231)
 LADDER_ADD = (1 << 14, 1 << 17)                        # 0.19, 1.6 MB moved (the throughput add above: 50 MB)
+# transformer-shaped GEMMs, [tokens, width] x [width, width]: recorded, not yet used. Between the 16-vCPU Xeon and the
+# 2-vCPU AVX-512 EPYC (2 threads, 37 fresh models) the 512^3 MatMul sped up 2.5x, but swin's and vit's Gemm nodes
+# (width 96-384) 1.4-1.7x, and models rich in them were predicted 23-45% fast after calibration (session 28); whether
+# GEMM speed follows these shapes is for both CPUs' profiles to say
+LADDER_GEMM = ((64, 64), (576, 96), (2304, 96), (196, 384), (784, 192))   # 0.5, 10.6, 42, 58, 58 MFLOP a node
 LADDER_N = 4
 
 
 def ladder_model(kind: str, size) -> tuple:
-    """(ONNX bytes, feed shape, work: MFLOP for conv, MB read+written for add) of a LADDER_N-node chain."""
+    """(ONNX bytes, feed shape, work: MFLOP for conv and gemm, MB read+written for add) of a LADDER_N-node chain."""
     names = ["x"] + [f"t{i}" for i in range(1, LADDER_N)] + ["y"]
     if kind == "conv":
         c, hw = size
@@ -170,6 +175,13 @@ def ladder_model(kind: str, size) -> tuple:
         nodes = [helper.make_node("Conv", [names[i], "w"], [names[i + 1]], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
                  for i in range(LADDER_N)]
         work = 2 * c * c * 9 * hw * hw / 1e6
+    elif kind == "gemm":
+        m, k = size
+        shape = [m, k]
+        init = numpy_helper.from_array(np.random.default_rng(0).standard_normal((k, k)).astype(np.float32)
+                                       / k ** 0.5, "w")
+        nodes = [helper.make_node("MatMul", [names[i], "w"], [names[i + 1]]) for i in range(LADDER_N)]
+        work = 2 * m * k * k / 1e6
     else:
         shape = [1, int(size)]
         init = numpy_helper.from_array(np.full(shape, 0.5, np.float32), "w")
@@ -220,7 +232,7 @@ class Calibration:
     host_index_us: float              # geometric mean over the launching chains (us per node)
     copy_gbps: dict = dataclasses.field(default_factory=dict)      # 'h2d_1MiB' -> GB/s (CUDA)
     compute: dict = dataclasses.field(default_factory=dict)        # CPU EP: 'conv_gflops', 'matmul_gflops', 'add_gbps', 'conv_lowreuse_gflops'
-    ladder: dict = dataclasses.field(default_factory=dict)         # CPU EP: {'conv': [[MFLOP, us/node]], 'add': [[MB, us/node]]}
+    ladder: dict = dataclasses.field(default_factory=dict)         # CPU EP: {'conv'|'gemm': [[MFLOP, us/node]], 'add': [[MB, us/node]]}
     sm_clock_mhz: float = math.nan
     threads: int = 0
     took_s: float = 0.0
@@ -372,7 +384,7 @@ class Calibrator:
         if self.device != "cpu":
             return {}
         out = {}
-        for kind, sizes in (("conv", LADDER_CONV), ("add", LADDER_ADD)):
+        for kind, sizes in (("conv", LADDER_CONV), ("add", LADDER_ADD), ("gemm", LADDER_GEMM)):
             pts = []
             for size in sizes:
                 blob, shape, work = ladder_model(kind, size)

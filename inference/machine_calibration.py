@@ -284,8 +284,9 @@ def cpu_reference(profiles: list, threads: int) -> dict:
         out["conv_lowreuse_gflops"] = float(np.median(low))      # term from it made transfer worse (09e5049)
     lad = [p.get("ladder") for p in ok]
     if all(isinstance(x, dict) and x.get("conv") and x.get("add") for x in lad):   # older profiles have none
+        kinds = ("conv", "add") + (("gemm",) if all(x.get("gemm") for x in lad) else ())   # gemm: recorded, not used
         out["ladder"] = {kind: [[float(w), float(np.median([x[kind][i][1] for x in lad]))]
-                                for i, (w, _) in enumerate(lad[0][kind])] for kind in ("conv", "add")}
+                                for i, (w, _) in enumerate(lad[0][kind])] for kind in kinds}
     return out
 
 

@@ -37,7 +37,7 @@ def test_cli_profile_on_cpu_ep_is_well_formed(tmp_path):
     old = {k: v for k, v in d.items() if k != "run_fixed_us"}          # a profile written before the field
     assert from_dict(old).run_fixed_us != from_dict(old).run_fixed_us    # NaN: not measured
     # the node-size ladder: per-node time of small and mid-size conv and Add chains, growing with the work
-    assert [len(cal.ladder[k]) for k in ("conv", "add")] == [3, 2]
+    assert [len(cal.ladder[k]) for k in ("conv", "add", "gemm")] == [3, 2, 5]
     assert all(t > 0 for k in ("conv", "add") for _, t in cal.ladder[k])
     assert cal.ladder["conv"][2][1] > cal.ladder["conv"][0][1]
     assert cal.provenance["ep"] == "CPUExecutionProvider" and cal.provenance["cpu"]
@@ -67,8 +67,8 @@ def test_chains_are_what_they_say():
         m = onnx.load_from_string(chain_model(kind, 6)[0])
         onnx.checker.check_model(m, full_check=True)
         assert len(m.graph.node) == 6
-    from hase.benchmark.host_calibration import LADDER_ADD, LADDER_CONV, LADDER_N, ladder_model
-    for kind, sizes in (("conv", LADDER_CONV), ("add", LADDER_ADD)):
+    from hase.benchmark.host_calibration import LADDER_ADD, LADDER_CONV, LADDER_GEMM, LADDER_N, ladder_model
+    for kind, sizes in (("conv", LADDER_CONV), ("add", LADDER_ADD), ("gemm", LADDER_GEMM)):
         for size in sizes:
             blob, shape, work = ladder_model(kind, size)
             m = onnx.load_from_string(blob)

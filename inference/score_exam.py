@@ -231,11 +231,27 @@ def between_machines(labels: dict) -> dict:
             "pairs": pairs, "mape_pct": float(e.mean()), "within_10pct": float((e <= 10).mean() * 100)}
 
 
+def one_gpu(cfg: dict) -> str:
+    """The GPU scored: the one timeline_model, timeline_dirs and out name (paths.gpu_of); a config that mixes two (an
+    H100 timeline scored into the H200's exam folder: exam_vN.yaml's out left as it is) is refused before anything
+    is written. The records may be another GPU's: the graph ORT builds does not depend on the card."""
+    named = {"timeline_model": paths.gpu_of(cfg["timeline_model"]), "out": paths.gpu_of(cfg["out"]),
+             **{f"timeline_dirs[{i}]": paths.gpu_of(d) for i, d in enumerate(cfg["timeline_dirs"] or [])}}
+    gpus = {g for g in named.values() if g}
+    if len(gpus) > 1:
+        tm_gpu = named["timeline_model"] or sorted(gpus)[0]
+        key, other = next((k, g) for k, g in named.items() if g and g != tm_gpu)
+        raise HaseError(f"config {key} is for {other}, timeline_model for {tm_gpu}: set timeline_model, timeline_dirs "
+                        f"and out for the one GPU scored")
+    return next(iter(gpus), "")
+
+
 def main() -> int:
     p = base_parser("Phase 7: score a timeline model on the frozen exam", "inference", "exam.yaml")
     args = p.parse_args()
     cfg = from_args(args, DEFAULTS)
     log = get_logger("inference", args.log_level)
+    one_gpu(cfg)
     split = load_split(paths.REPO / cfg["split_file"])
     q = tuple(float(x) for x in cfg["spread_quantiles"])
     sessions, _, exam, _, clean = split_sessions(cfg["timeline_dirs"], cfg["algo"], split.exam)

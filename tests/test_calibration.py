@@ -612,3 +612,23 @@ def test_exam_machines_report_their_gpu_clock_when_the_labels_have_it():
     assert g["sm_clock_mhz_median"] == 1980 and g["power_w_median"] == 395 and g["slow_clock_event_pct"] == 50
     assert gpu_state(s.drop(columns="clean_sm_clock_mhz")) == {}
     assert gpu_state(s.assign(clean_sm_clock_mhz="")) == {}
+
+
+def test_an_exam_scored_for_one_gpu_into_anothers_folder_is_refused(tmp_path):
+    """score_exam: an H100 timeline with exam_v13.yaml's H200 out (or H200 machine folders) is one line naming the
+    field, before anything is read or written; the H100 set in full passes the check."""
+    from helpers import run_script
+    from hase.inference.score_exam import one_gpu
+    REPO = Path(__file__).resolve().parent.parent
+    h100 = {"timeline_model": "inference/results/nvidia-h100/corpus/timeline_model.json",
+            "timeline_dirs": ["benchmark/results/nvidia-h100/corpus/machine_*"],
+            "out": "inference/results/nvidia-h100/exam_v13"}
+    assert one_gpu(h100) == "nvidia-h100"
+    with pytest.raises(HaseError, match="config out is for nvidia-h200, timeline_model for nvidia-h100"):
+        one_gpu(dict(h100, out="inference/results/nvidia-h200/exam_v13"))
+    with pytest.raises(HaseError, match=r"timeline_dirs\[0\] is for nvidia-h200"):
+        one_gpu(dict(h100, timeline_dirs=["benchmark/results/nvidia-h200/corpus/machine_*"]))
+    bad = run_script([REPO / "inference/score_exam.py", "--config", REPO / "inference/exam_v13.yaml", "--set",
+                      f"timeline_model={h100['timeline_model']}"], tmp_path, check=False)
+    assert bad.returncode != 0 and "config out is for nvidia-h200" in bad.stderr.strip().splitlines()[-1]
+    assert not (REPO / "inference/results/nvidia-h200/exam_v13").exists()

@@ -12,7 +12,8 @@ architecture is refused (its `measured.train_models`), and so is an exam list ho
 Writes <out>/summary.json: by_family.<family>.{n, mape_pct, within_10pct, median_signed_pct, in_band_pct},
 by_group (held-out family / fresh seed / named), by_batch, overall, frozen_commit, gpu_minutes, the baselines
 scored the same way; <out>/cases.csv. An `out` named exam_v<N> also writes <out>/../exam/summary.json: the
-latest scored exam at issue 22's fixed path, with `exam` and `report` naming its version folder.
+latest scored exam at issue 22's fixed path, with `exam` and `report` naming its version folder (and its machines
+summary at issue 23's, <out>/../machines/summary.json).
 """
 import json
 from pathlib import Path
@@ -332,6 +333,10 @@ def main() -> int:
         latest.mkdir(parents=True, exist_ok=True)
         paths.atomic_write_text(latest / "summary.json", json.dumps(dict(summary, exam=out.name, report=str(out)),
                                                                     indent=1, default=float) + "\n")
+        if machines:   # issue 23's fixed path: <gpu>/machines/summary.json, the latest exam's machines
+            (out.parent / "machines").mkdir(parents=True, exist_ok=True)
+            paths.atomic_write_text(out.parent / "machines" / "summary.json", json.dumps(
+                dict(machines, exam=out.name, report=str(out / "machines")), indent=1, default=float) + "\n")
     o = summary["overall"]
     log.info("exam: %d models, MAPE %.1f%% (±10%%: %.0f%%, median signed %+.1f%%, in band %.0f%%)", o["n"],
              o["mape_pct"], o["within_10pct"], o["median_signed_pct"], o["in_band_pct"])

@@ -632,3 +632,25 @@ def test_an_exam_scored_for_one_gpu_into_anothers_folder_is_refused(tmp_path):
                       f"timeline_model={h100['timeline_model']}"], tmp_path, check=False)
     assert bad.returncode != 0 and "config out is for nvidia-h200" in bad.stderr.strip().splitlines()[-1]
     assert not (REPO / "inference/results/nvidia-h200/exam_v13").exists()
+
+
+def test_the_committed_h100_exam_v12_score_reproduces_and_lands_at_the_fixed_paths(tmp_path):
+    """score_exam on the committed H100 exam v12 labels (machines m, n, o) with the committed H100 timeline: the same
+    overall score as the committed summary, and, for an out named exam_v<N>, the latest exam and its machines at the
+    fixed paths beside it (<gpu>/exam/summary.json, <gpu>/machines/summary.json, each naming the exam)."""
+    from helpers import run_script
+    REPO = Path(__file__).resolve().parent.parent
+    out = tmp_path / "nvidia-h100" / "exam_v12"
+    run_script([REPO / "inference/score_exam.py", "--config", REPO / "inference/exam_v12.yaml", "--log-level", "WARNING",
+                "--set", "timeline_model=inference/results/nvidia-h100/corpus/timeline_model.json",
+                "--set", "timeline_dirs=[benchmark/results/nvidia-h100/corpus/machine_*]", "--set", f"out={out}"],
+               tmp_path, cwd=REPO)
+    got = json.loads((out / "summary.json").read_text())["overall"]
+    want = json.loads((REPO / "inference/results/nvidia-h100/exam_v12/summary.json").read_text())["overall"]
+    assert got["n"] == want["n"] == 348 and got["mape_pct"] == pytest.approx(want["mape_pct"], abs=1e-6)
+    latest = json.loads((tmp_path / "nvidia-h100" / "exam" / "summary.json").read_text())
+    mach = json.loads((tmp_path / "nvidia-h100" / "machines" / "summary.json").read_text())
+    assert latest["exam"] == mach["exam"] == "exam_v12"
+    assert set(mach["by_machine"]) == {"machine_m", "machine_n", "machine_o"}
+    assert all({"mape_pct", "within_10pct", "session_noise_pct", "median_signed_pct"} <= set(v)
+               for v in mach["by_machine"].values())

@@ -7,7 +7,9 @@
 # setting; heuristic: cudnn_conv_algo_search=HEURISTIC). Beside `pergroup_probe` (the corpus models themselves).
 # Declared in benchmark/gpu_jobs.yaml: `hase gpu-job conv1d_grid`. Resumable: trace_run skips the models each variant's
 # folder has, so a cut call goes on with the same HASE_HOME.
-# Writes OUT/grid.csv, OUT/nodes_<variant>.csv.gz, OUT/sessions_<variant>.csv.gz, OUT/log.txt.
+# Writes OUT/grid.csv, OUT/nodes_<variant>.csv.gz, OUT/sessions_<variant>.csv.gz, OUT/log.txt. BUDGET_S (540): the
+# tracing stops there, and what it has comes back (the device call's limit is 600 s); call again on the warm machine
+# to go on. Then: python kernel_model/conv1d_grid_report.py --set grid=<the folder it came back in>.
 set -uo pipefail
 OUT=${1:?out dir}; mkdir -p "$OUT"
 export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"
@@ -20,7 +22,10 @@ for v in ${VARIANTS:-lazy}; do
   algo=EXHAUSTIVE
   case $v in heuristic) algo=HEURISTIC;; lazy) ;; *) echo "unknown variant $v (lazy|heuristic)"; continue;; esac
   echo "variant $v: cudnn_conv_algo_search=$algo"
-  python3 benchmark/trace_run.py --device cuda --set "model_list=$G/models.txt" --set sessions=1 --set clean_labels=false \
+  # stop before the device call's 10-minute limit and still bring back what is traced (a warm machine's next call
+  # goes on: trace_run skips the models it has)
+  left=$(( ${BUDGET_S:-540} - SECONDS )); [ "$left" -gt 30 ] || { echo "no time left for variant $v"; continue; }
+  timeout "$left" python3 benchmark/trace_run.py --device cuda --set "model_list=$G/models.txt" --set sessions=1 --set clean_labels=false \
     --set "cudnn_conv_algo_search=$algo" --set "out=conv1d_$v" --set keep_going=true --set trace_sessions=0 \
     --set warmup=3 --set profiled_runs=2 --set cupti_runs=3 --set budget_ms=20 --set min_loops=3 --set modes=[e2e] \
     2>&1 | grep -E "INFO hase.trace_run: \[[0-9]*0/|rror|wrote"

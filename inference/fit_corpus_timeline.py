@@ -40,7 +40,7 @@ from hase.inference.fit_measured_timeline import (IDLE_BUSY_MAX, clean_labels, c
                                              measured_host_table, node_medians, read_clean, read_machines,
                                              spread_factors)
 from hase.inference import machine_calibration as mc  # noqa: E402
-from hase.inference.node_model import NodeModel, kernel_ms, with_context  # noqa: E402
+from hase.inference.node_model import NodeModel, kernel_ms, per_group_candidate, with_context  # noqa: E402
 from hase.model_zoo.corpus import load_split  # noqa: E402
 from hase.utils import paths  # noqa: E402
 from hase.utils.config import base_parser, from_args, save_resolved  # noqa: E402
@@ -62,6 +62,10 @@ DEFAULTS = {"timeline_dirs": ["benchmark/results/nvidia-h200/corpus/machine_*"],
             # the trees learn log1p(us), so a sum of nodes sits below the measured sum, and a traced process's fixed
             # cost is not a clean one's (docs/method.md, session 25). Needs cv_folds > 1.
             "fit_c0_kappa": True,
+            # another GPU of the same architecture whose traces the GPU-time trees also learn from (NodeModel.fit
+            # gpu_pool; the host trees never see them): {timeline_dirs: [...], records: ...}; {} = none. Its rows of
+            # an architecture the out-of-fold judgement holds out are held out with it.
+            "gpu_pool": {},
             "out": "inference/results/nvidia-h200/corpus"}
 
 
@@ -176,6 +180,26 @@ def training_rows(models: list, records: dict, per_node: pd.DataFrame) -> tuple:
                 h.append(float(row["host_plain_us"]))
                 owner.append(m)
     return ks, np.array(g), np.array(h), np.array(owner)
+
+
+def pool_rows(pool_cfg: dict, algo: str, train_archs: list, busy_max: float, log) -> tuple:
+    """(kernels, gpu_us, archs, dirs, models) of the pooled GPU's training-split nodes (cfg gpu_pool); empty
+    without one. Only their CUPTI GPU time is used."""
+    if not pool_cfg:
+        return [], np.zeros(0), np.array([], dtype=object), [], np.array([], dtype=object)
+    if not pool_cfg.get("timeline_dirs") or not pool_cfg.get("records"):
+        raise HaseError("config gpu_pool needs timeline_dirs and records", "gpu_pool")
+    _, nodes, models, dirs, _ = split_sessions(pool_cfg["timeline_dirs"], algo, train_archs, busy_max)
+    records, _ = available_records(pool_cfg["records"], models)
+    models = [m for m in models if m in records]
+    ks, g, _, owner = training_rows(models, records, node_medians(nodes, 0.0))
+    # not the grouped 1-D convs that cuDNN may run one group at a time: whether it does is each GPU's own timing
+    # choice (pooled, the H100's ssm went 30.7 -> 78.8% out of fold, session 28)
+    keep = np.array([not per_group_candidate(k) for k in ks], bool)
+    ks, g, owner = [k for k, t in zip(ks, keep) if t], g[keep], owner[keep]
+    log.info("GPU-time trees also learn from %d nodes of %d models on %s (%d grouped Conv1d nodes left out)",
+             len(ks), len(models), sorted({paths.gpu_of(d) for d in dirs}), int((~keep).sum()))
+    return ks, g, np.array([paths.model_arch(m) for m in owner], dtype=object), dirs, owner
 
 
 def prepare(record: dict, nm: NodeModel, model: dict) -> dict:
@@ -312,6 +336,7 @@ def main() -> int:
     # ---- out of fold on the training split, grouped by architecture
     ks, g, h, owner = training_rows(train, records, per_node)
     archs = np.array([paths.model_arch(m) for m in owner])
+    pool = pool_rows(cfg["gpu_pool"], cfg["algo"], train_archs, float(cfg["idle_busy_max"]), log)
     cv = {}
     if cfg["cv_folds"] and cfg["cv_folds"] > 1:
         uniq = sorted(set(archs))
@@ -320,7 +345,9 @@ def main() -> int:
         rows, oof_preps = [], {}
         for f in range(int(cfg["cv_folds"])):
             tr = np.array([fold_of[a] != f for a in archs])
-            nm = NodeModel().fit([k for k, t in zip(ks, tr) if t], g[tr], h[tr], cfg["xgboost"])
+            pt = np.array([fold_of.get(a) != f for a in pool[2]], bool)   # the held-out archs' pooled rows too
+            nm = NodeModel().fit([k for k, t in zip(ks, tr) if t], g[tr], h[tr], cfg["xgboost"],
+                                 gpu_pool=([k for k, t in zip(pool[0], pt) if t], pool[1][pt]) if len(pt) else None)
             for m in train:
                 if fold_of[paths.model_arch(m)] != f or m not in lab.index:
                     continue
@@ -371,7 +398,9 @@ def main() -> int:
         cv["residual_log_q"] = spread["residual_log_q"]
 
     # ---- final: every training node
-    nm = NodeModel().fit(ks, g, h, cfg["xgboost"])
+    nm = NodeModel().fit(ks, g, h, cfg["xgboost"], gpu_pool=pool[:2] if len(pool[0]) else None)
+    if len(pool[0]):
+        nm.manifest["gpu_pool"].update(source=[str(x) for x in pool[3]], models=int(len(set(pool[4]))))
     out = Path(cfg["out"])
     # the GPU the traces came from (was written nvidia-h200 for every fit until session 27, the H100's included)
     gpus = sorted({paths.gpu_of(d) for d in dirs})

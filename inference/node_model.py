@@ -99,6 +99,7 @@ def with_context(kernels: list) -> list:
 # group (launches = groups + 1) in 34 nodes; by K alone 39 of the 190 per-group nodes went unnamed, by the effective
 # length 5 (and 52% of the named nodes ran per group, 65% by K: the boundary is cuDNN's per shape).
 PER_GROUP_MIN_KERNEL = 28
+POOL_FEATURE = "pooled_other_gpu"   # NodeModel.fit gpu_pool: 1 on another GPU's rows, 0 on this GPU's
 
 
 def effective_kernel(k: int, dilation: int = 1) -> int:
@@ -106,18 +107,24 @@ def effective_kernel(k: int, dilation: int = 1) -> int:
     return (int(k) - 1) * int(dilation) + 1
 
 
+def per_group_candidate(k: dict) -> bool:
+    """A CUDA-EP grouped or depthwise Conv1d whose kernel spans PER_GROUP_MIN_KERNEL or more, dilation included."""
+    a = k.get("attributes") or {}
+    ks, x = a.get("kernel_shape") or [], _shape((k.get("inputs") or [None])[0])
+    return (k.get("op_type") == "Conv" and k.get("ep") == "CUDAExecutionProvider" and len(ks) == 1 and len(x) == 3
+            and int(a.get("group") or 1) > 1 and effective_kernel(ks[0], (a.get("dilations") or [1])[0])
+            >= PER_GROUP_MIN_KERNEL)
+
+
 def per_group_risk(kernels: list) -> str:
     """One line naming the CUDA-EP grouped or depthwise Conv1d nodes whose kernel is long enough that cuDNN may run
     them one channel group at a time; '' when the model has none."""
     hit = []
     for k in kernels:
-        a = k.get("attributes") or {}
-        ks, x = a.get("kernel_shape") or [], _shape((k.get("inputs") or [None])[0])
-        g = int(a.get("group") or 1)
-        keff = effective_kernel(ks[0], (a.get("dilations") or [1])[0]) if len(ks) == 1 else 0
-        if (k.get("op_type") == "Conv" and k.get("ep") == "CUDAExecutionProvider" and len(ks) == 1
-                and keff >= PER_GROUP_MIN_KERNEL and g > 1 and len(x) == 3):
-            hit.append((keff, g, k.get("node_name") or k.get("id")))
+        if per_group_candidate(k):
+            a = k["attributes"]
+            hit.append((effective_kernel(a["kernel_shape"][0], (a.get("dilations") or [1])[0]), int(a["group"]),
+                        k.get("node_name") or k.get("id")))
     if not hit:
         return ""
     kmax, g, name = max(hit)
@@ -257,18 +264,36 @@ class NodeModel:
         self.dir = None
 
     # ---- training
-    def fit(self, kernels: list, gpu_us, host_us, params=None):
+    def fit(self, kernels: list, gpu_us, host_us, params=None, gpu_pool=None):
+        """gpu_pool: (kernels, gpu_us) of another GPU of the same architecture (the H200 for the H100: the same SMs
+        and clock, HBM at 4.8 against 3.35 TB/s): the GPU-time trees also learn from them, told apart by a feature
+        (POOL_FEATURE, 1 on the pooled rows, 0 on this GPU's and at prediction); the host trees never see them."""
         import xgboost as xgb
+        pk, pg = gpu_pool if gpu_pool is not None else ([], [])
         self.type_codes = type_vocabulary([k["type"] for k in kernels])
+        # the pool adds rows to the types this GPU has; a type only the other GPU ran stays unseen here (priced by
+        # its kin or the fallback, with its warning), as the host trees never saw it either
+        known = np.array([k["type"] in self.type_codes for k in pk], bool)
+        pk, pg = [k for k, t in zip(pk, known) if t], np.asarray(pg, float)[known] if len(known) else np.zeros(0)
         steps = np.array([recurrent_steps(k) for k in kernels], float)
         X, _ = features([one_step(k) for k in kernels], self.type_codes)
-        for name, y in (("gpu", gpu_us), ("host", host_us)):
+        Xg, yg = X.assign(**{POOL_FEATURE: 0.0}) if len(pk) else X, np.log1p(np.maximum(np.asarray(gpu_us, float), 0.0) / steps)
+        if len(pk):
+            psteps = np.array([recurrent_steps(k) for k in pk], float)
+            Xp, _ = features([one_step(k) for k in pk], self.type_codes)
+            Xg = pd.concat([Xg, Xp.reindex(columns=X.columns, fill_value=0.0).assign(**{POOL_FEATURE: 1.0})],
+                           ignore_index=True)
+            yg = np.concatenate([yg, np.log1p(np.maximum(np.asarray(pg, float), 0.0) / psteps)])
+        for name, XX, y in (("gpu", Xg, yg), ("host", X, np.log1p(np.maximum(np.asarray(host_us, float), 0.0) / steps))):
             m = xgb.XGBRegressor(**{**PARAMS, **(params or {})})
-            m.fit(X.to_numpy(np.float32), np.log1p(np.maximum(np.asarray(y, float), 0.0) / steps))
+            m.fit(XX.to_numpy(np.float32), y)
             self.boosters[name] = m.get_booster()
         self.manifest.update({"features": list(X.columns), "type_codes": self.type_codes, "nodes": len(kernels),
                               "recurrent_per_step": True, "recurrent_nodes": int((steps > 1).sum()),
                               "float_dtypes": sorted(float_dtypes(kernels))})
+        if len(pk):
+            self.manifest["gpu_pool"] = {"feature": POOL_FEATURE, "nodes": len(pk),
+                                         "nodes_of_types_this_gpu_lacks": int((~known).sum())}
         return self
 
     # ---- prediction
@@ -288,11 +313,14 @@ class NodeModel:
         out = []
         for n in ("gpu", "host"):
             b = self.boosters[n]
+            xx = x
+            if n == "gpu" and self.manifest.get("gpu_pool"):   # this GPU's rows: the pool feature at 0
+                xx = np.concatenate([x, np.zeros((len(x), 1), np.float32)], axis=1)
             if isinstance(b, CompactForest):   # a loaded model: numpy over the trees' arrays, no xgboost import
-                y = b.predict(x)
+                y = b.predict(xx)
             else:                              # a fitted one: its booster
                 import xgboost as xgb
-                y = b.predict(xgb.DMatrix(x))
+                y = b.predict(xgb.DMatrix(xx))
             out.append(np.maximum(np.expm1(y), 0.0) * steps)
         return out[0], out[1]
 

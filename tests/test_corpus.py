@@ -305,6 +305,30 @@ def test_node_model_names_unseen_types_and_their_share(tmp_path):
     assert isinstance(load_predictor(tmp_path / "nm"), NodeModel)   # found where a kernel predictor is
 
 
+def test_node_model_learns_gpu_time_from_a_pooled_gpu_told_apart_by_a_feature(tmp_path):
+    """NodeModel.fit gpu_pool: another GPU's nodes teach the GPU-time trees (a feature says which GPU) and never the
+    host trees: with this GPU's own data on half of the nodes, the pooled GPU (here 1.5x slower, on all of them)
+    is priced at this GPU's speed once the flag is learned; a saved and loaded model predicts the same."""
+    from hase.inference.node_model import POOL_FEATURE, NodeModel
+    ks = [k for r in committed_records() for k in r["kernels"]]
+    g = np.array([2.0 + (k.get("flops") or 0) / 1e8 for k in ks])
+    own = np.array([i % 2 == 0 for i in range(len(ks))])
+    nm = NodeModel().fit([k for k, o in zip(ks, own) if o], g[own], np.full(own.sum(), 5.0),
+                         {"n_estimators": 200, "learning_rate": 0.2}, gpu_pool=(ks, 1.5 * g))
+    lacks = sum(k["type"] not in {o["type"] for o, t in zip(ks, own) if t} for k in ks)   # types only at odd places
+    assert nm.manifest["gpu_pool"] == {"feature": POOL_FEATURE, "nodes": len(ks) - lacks,
+                                       "nodes_of_types_this_gpu_lacks": lacks}
+    # a type only the pooled GPU ran stays unseen here (its kin or the fallback prices it, with the warning)
+    odd = dict(ks[0], type="OnlyThere", op_type="OnlyThere")
+    nm2 = NodeModel().fit(ks[:50], g[:50], np.full(50, 5.0), {"n_estimators": 5}, gpu_pool=([odd] + ks[:50], g[:51]))
+    assert nm2.unseen_types([odd]) == ["OnlyThere"] and nm2.manifest["gpu_pool"]["nodes_of_types_this_gpu_lacks"] == 1
+    nm.save(tmp_path / "nm")
+    pg, ph = NodeModel.load(tmp_path / "nm").predict(ks)
+    assert np.median(pg / g) == pytest.approx(1.0, abs=0.08)        # this GPU's speed, not the pool's 1.5x
+    assert np.median(ph) == pytest.approx(5.0, abs=0.1)              # host trees: this GPU's rows only
+    assert np.allclose(nm.predict(ks)[0], pg, rtol=1e-3)
+
+
 def test_node_model_learns_a_view_ops_dispatch_from_its_neighbours():
     """A view op between two launching nodes dispatches slower (4.5 us) than one next to another view (2.5 us):
     the context comes from the record's execution order, in training and in prediction alike."""

@@ -418,7 +418,8 @@ class Predictor:
                 warns.append(f"kernel type '{t}' was not in the training data; priced as '{kin}' (the same CUDA "
                              f"kernel family, inference/node_model.py KIN)")
             warns += list(res.get("risks") or [])
-            off = mc_copy_note(info.get("copy_scales_not_applied"), res.get("copy_ms"))
+            from hase.inference.machine_calibration import copy_note
+            off = copy_note(info.get("copy_scales_not_applied"), res.get("copy_ms"))
             if off:
                 warns.append(off)
             from hase.inference.runtime import idle_above_loaded
@@ -494,22 +495,6 @@ class Predictor:
 _ANALYSE_LOCK = threading.Lock()
 _CACHE = {}
 _CACHE_LOCK = threading.Lock()
-
-
-def mc_copy_note(scales, copy_ms) -> str:
-    """A warning when the target's copy rate is far from its GPU kind's (machine_calibration.copy_scales outside
-    COPY_NOTE_RANGE) and calibrate_copies is off: how long this prediction's copies would take at that rate."""
-    from hase.inference.machine_calibration import COPY_NOTE_RANGE
-    if not scales or not copy_ms:
-        return ""
-    far = {d: s for d, s in scales.items() if not COPY_NOTE_RANGE[0] <= s <= COPY_NOTE_RANGE[1]}
-    if not far:
-        return ""
-    import math
-    d, s = max(far.items(), key=lambda kv: abs(math.log(kv[1])))
-    return (f"calibration copy_gbps: this machine's {d} copies run {s:.2f}x as long as its GPU kind's typical "
-            f"machine's; this prediction's copies ({copy_ms:.3f} ms) are not scaled (calibrate_copies: false; judged "
-            f"post hoc: inference/results/nvidia-h100/exam_v12/README.md)")
 
 
 def load_predictor(target: str = "nvidia-h200", timeline_model=None, predictor_dir=None, config=None) -> Predictor:

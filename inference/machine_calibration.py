@@ -172,6 +172,18 @@ def copy_scales(model: dict, target, now: float = None, max_age_s: float = MAX_A
     return out, None
 
 
+def copy_note(scales: dict, copy_ms: float) -> str:
+    """A warning when copies are not scaled (calibrate_copies off) but the target's copy rate is far from its GPU
+    kind's (copy_scales outside COPY_NOTE_RANGE): how far, and how long this prediction's copies are; '' otherwise."""
+    far = {d: s for d, s in (scales or {}).items() if not COPY_NOTE_RANGE[0] <= s <= COPY_NOTE_RANGE[1]}
+    if not far or not copy_ms:
+        return ""
+    d, s = max(far.items(), key=lambda kv: abs(math.log(kv[1])))
+    return (f"calibration copy_gbps: this machine's {d} copies run {s:.2f}x as long as its GPU kind's typical "
+            f"machine's; this prediction's copies ({copy_ms:.3f} ms) are not scaled (calibrate_copies: false; judged "
+            f"post hoc: inference/results/nvidia-h100/exam_v12/README.md)")
+
+
 def calibrated_copies(prep: dict, scales: dict) -> dict:
     """A prepared model (timeline_model.prepared) with session.run's copy terms scaled per direction."""
     if not scales or all(v == 1.0 for v in scales.values()):

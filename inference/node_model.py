@@ -107,24 +107,29 @@ def effective_kernel(k: int, dilation: int = 1) -> int:
     return (int(k) - 1) * int(dilation) + 1
 
 
+def grouped_conv1d(k: dict):
+    """{K, dilation, span, B, C, L, groups} of a CUDA-EP grouped or depthwise Conv1d (input [B, C, L]); None for
+    any other kernel."""
+    a = k.get("attributes") or {}
+    ks, x, g = a.get("kernel_shape") or [], _shape((k.get("inputs") or [None])[0]), int(a.get("group") or 1)
+    if k.get("op_type") != "Conv" or k.get("ep") != "CUDAExecutionProvider" or len(ks) != 1 or len(x) != 3 or g < 2:
+        return None
+    d = int((a.get("dilations") or [1])[0])
+    return {"K": int(ks[0]), "dilation": d, "span": effective_kernel(ks[0], d), "B": x[0], "C": x[1], "L": x[2],
+            "groups": g}
+
+
 def per_group_candidate(k: dict) -> bool:
     """A CUDA-EP grouped or depthwise Conv1d whose kernel spans PER_GROUP_MIN_KERNEL or more, dilation included."""
-    a = k.get("attributes") or {}
-    ks, x = a.get("kernel_shape") or [], _shape((k.get("inputs") or [None])[0])
-    return (k.get("op_type") == "Conv" and k.get("ep") == "CUDAExecutionProvider" and len(ks) == 1 and len(x) == 3
-            and int(a.get("group") or 1) > 1 and effective_kernel(ks[0], (a.get("dilations") or [1])[0])
-            >= PER_GROUP_MIN_KERNEL)
+    c = grouped_conv1d(k)
+    return c is not None and c["span"] >= PER_GROUP_MIN_KERNEL
 
 
 def per_group_risk(kernels: list) -> str:
     """One line naming the CUDA-EP grouped or depthwise Conv1d nodes whose kernel is long enough that cuDNN may run
     them one channel group at a time; '' when the model has none."""
-    hit = []
-    for k in kernels:
-        if per_group_candidate(k):
-            a = k["attributes"]
-            hit.append((effective_kernel(a["kernel_shape"][0], (a.get("dilations") or [1])[0]), int(a["group"]),
-                        k.get("node_name") or k.get("id")))
+    hit = [(c["span"], c["groups"], k.get("node_name") or k.get("id"))
+           for k in kernels if (c := grouped_conv1d(k)) and c["span"] >= PER_GROUP_MIN_KERNEL]
     if not hit:
         return ""
     kmax, g, name = max(hit)
@@ -252,6 +257,11 @@ def kernel_ms(record_kernels, gpu_us) -> dict:
     return {k.get("id", str(i)): float(v) / 1e3 for i, (k, v) in enumerate(zip(record_kernels, gpu_us))}
 
 
+def step_target(us, steps) -> np.ndarray:
+    """What the trees learn: log1p of a node's time (us) per recurrent step."""
+    return np.log1p(np.maximum(np.asarray(us, float), 0.0) / steps)
+
+
 class NodeModel:
     """Per-node GPU and host time (us) from two tree ensembles on log1p(us)."""
 
@@ -277,14 +287,14 @@ class NodeModel:
         pk, pg = [k for k, t in zip(pk, known) if t], np.asarray(pg, float)[known] if len(known) else np.zeros(0)
         steps = np.array([recurrent_steps(k) for k in kernels], float)
         X, _ = features([one_step(k) for k in kernels], self.type_codes)
-        Xg, yg = X.assign(**{POOL_FEATURE: 0.0}) if len(pk) else X, np.log1p(np.maximum(np.asarray(gpu_us, float), 0.0) / steps)
+        Xg, yg = X, step_target(gpu_us, steps)
         if len(pk):
-            psteps = np.array([recurrent_steps(k) for k in pk], float)
             Xp, _ = features([one_step(k) for k in pk], self.type_codes)
-            Xg = pd.concat([Xg, Xp.reindex(columns=X.columns, fill_value=0.0).assign(**{POOL_FEATURE: 1.0})],
+            Xg = pd.concat([X.assign(**{POOL_FEATURE: 0.0}),
+                            Xp.reindex(columns=X.columns, fill_value=0.0).assign(**{POOL_FEATURE: 1.0})],
                            ignore_index=True)
-            yg = np.concatenate([yg, np.log1p(np.maximum(np.asarray(pg, float), 0.0) / psteps)])
-        for name, XX, y in (("gpu", Xg, yg), ("host", X, np.log1p(np.maximum(np.asarray(host_us, float), 0.0) / steps))):
+            yg = np.concatenate([yg, step_target(pg, np.array([recurrent_steps(k) for k in pk], float))])
+        for name, XX, y in (("gpu", Xg, yg), ("host", X, step_target(host_us, steps))):
             m = xgb.XGBRegressor(**{**PARAMS, **(params or {})})
             m.fit(XX.to_numpy(np.float32), y)
             self.boosters[name] = m.get_booster()

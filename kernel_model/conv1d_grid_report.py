@@ -45,17 +45,10 @@ def shape_features(d: pd.DataFrame) -> pd.DataFrame:
 def corpus_candidates(records: dict, nodes: pd.DataFrame) -> pd.DataFrame:
     """The corpus's grouped 1-D Conv nodes on the CUDA EP with their shape and measured launches (medians over
     sessions and machines) and `per_group` (launches >= groups)."""
-    rows = []
-    for m, r in records.items():
-        for k in r["kernels"]:
-            a = k.get("attributes") or {}
-            ks, g = a.get("kernel_shape") or [], int(a.get("group") or 1)
-            x = ((k.get("inputs") or [None])[0] or {}).get("shape") or []
-            if k.get("op_type") != "Conv" or len(ks) != 1 or g < 2 or len(x) != 3 or k.get("ep") != "CUDAExecutionProvider":
-                continue
-            rows.append({"model": m, "node": k.get("node_name") or k.get("id"), "K": int(ks[0]),
-                         "dilation": int((a.get("dilations") or [1])[0]), "B": x[0], "C": x[1], "L": x[2], "groups": g})
-    c = pd.DataFrame(rows, columns=["model", "node", "K", "dilation", "B", "C", "L", "groups"])
+    from hase.inference.node_model import grouped_conv1d
+    rows = [{"model": m, "node": k.get("node_name") or k.get("id"), **c}
+            for m, r in records.items() for k in r["kernels"] if (c := grouped_conv1d(k))]
+    c = pd.DataFrame(rows, columns=["model", "node", "K", "dilation", "span", "B", "C", "L", "groups"])
     med = nodes.groupby(["model", "node"], as_index=False)[["launches", "gpu_us", "host_us"]].median()
     c = c.merge(med, on=["model", "node"])
     c["arch"] = [paths.model_arch(m) for m in c["model"]]

@@ -98,6 +98,9 @@ def with_context(kernels: list) -> list:
 # 28, 1,423 grouped Conv1d nodes of 252 H200 corpus models): tasnet's K=3 convs at dilation 16-128 ran one kernel per
 # group (launches = groups + 1) in 34 nodes; by K alone 39 of the 190 per-group nodes went unnamed, by the effective
 # length 5 (and 52% of the named nodes ran per group, 65% by K: the boundary is cuDNN's per shape).
+# The H100 grid (session 29, benchmark/results/nvidia-h100/conv1d_lazy/: 219 single-node convs moved one factor at a
+# time) says the same: this rule 71% right, a classifier on the corpus 74%; per group at K=32 batch 4-8 but not 1-2
+# or 16-64. A wrong guess costs ~100x either way, so the rule warns and prices nothing.
 PER_GROUP_MIN_KERNEL = 28
 POOL_FEATURE = "pooled_other_gpu"   # NodeModel.fit gpu_pool: 1 on another GPU's rows, 0 on this GPU's
 
@@ -135,8 +138,9 @@ def per_group_risk(kernels: list) -> str:
     kmax, g, name = max(hit)
     return (f"{len(hit)} grouped or depthwise Conv1d node(s) with a kernel spanning {PER_GROUP_MIN_KERNEL} or more "
             f"(longest {kmax} with its dilation, {g} groups, '{name}'): cuDNN may run such a conv one channel group "
-            f"at a time; when is cuDNN's choice per shape and not learned (exam v12: ssm 50-57%, tasnet 36-40% MAPE "
-            f"on the H200 and H100), so this prediction may be far off")
+            f"at a time, 20-50x slower per multiply-add; whether it does is cuDNN's choice, not a boundary in shape "
+            f"(H100 grid: the same conv ran per group at batch 4 and 8, as one kernel at batch 1, 2 and 16-64; exams "
+            f"v12-v13: tasnet and vocoder -30 to -38%), so this prediction may be far off")
 
 
 # Every model the node models were fitted on computes in float32 (2,594 H200 corpus records: 1.35 M float32 tensors,

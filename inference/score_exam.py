@@ -165,7 +165,8 @@ def gpu_state(s: pd.DataFrame) -> dict:
     clock = pd.to_numeric(s["clean_sm_clock_mhz"], errors="coerce")
     if clock.isna().all():
         return {}
-    ev = s.get("clean_clock_events", pd.Series("", index=s.index)).fillna("").astype(str)
+    # an all-empty column reads as float NaN: cast before filling (pandas refuses a str fill on float64)
+    ev = s.get("clean_clock_events", pd.Series("", index=s.index)).astype(object).fillna("").astype(str)
     return {"sm_clock_mhz_median": float(clock.median()),
             "power_w_median": float(pd.to_numeric(s.get("clean_power_w", pd.Series(dtype=float)), errors="coerce").median()),
             "slow_clock_event_pct": float(ev.apply(lambda e: any(x in e.split("+") for x in SLOW_EVENTS)).mean() * 100)}

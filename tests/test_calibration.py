@@ -1,5 +1,6 @@
 """Machine calibration (issue 23): the host microbenchmark runs on the CPU EP and writes a well-formed profile,
 trace_run records it per session, and the predictor scales only the host side by it."""
+import io
 import json
 import math
 import sys
@@ -612,6 +613,9 @@ def test_exam_machines_report_their_gpu_clock_when_the_labels_have_it():
     assert g["sm_clock_mhz_median"] == 1980 and g["power_w_median"] == 395 and g["slow_clock_event_pct"] == 50
     assert gpu_state(s.drop(columns="clean_sm_clock_mhz")) == {}
     assert gpu_state(s.assign(clean_sm_clock_mhz="")) == {}
+    # no session under any clock event: read back from CSV the column is all NaN floats (exam v13's machines)
+    quiet = pd.read_csv(io.StringIO(s.assign(clean_clock_events="").to_csv(index=False)))
+    assert quiet["clean_clock_events"].dtype == float and gpu_state(quiet)["slow_clock_event_pct"] == 0
 
 
 def test_an_exam_scored_for_one_gpu_into_anothers_folder_is_refused(tmp_path):

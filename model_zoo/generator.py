@@ -213,6 +213,20 @@ same configs on any machine. Families (each with its own parameter ranges, FAMIL
                LayerNorm, a token-mixing Linear over the T tokens (by Linear on the transposed map or a 1x1 Conv1d over
                tokens), multiplied with the other half; aMLP: plus a one-head attention of 32-64 computed on the
                block's input), a Linear back to D, a residual; LayerNorm, mean over tokens, Linear to 1000
+  xcit         XCiT-like cross-covariance attention over image patches (size: H = W 96-384, at most 2304 tokens): a
+               patch conv to D 96-384, 2-12 blocks of LayerNorm, XCA (q and k L2-normalised over the tokens, a D_h x
+               D_h attention map per head scaled by a learned temperature, Softmax, applied to v: linear in the
+               tokens), optionally a local patch interaction (depthwise 3x3 conv, GELU, BatchNorm, depthwise 3x3 on
+               the token grid), an MLP (ratio 2-4); LayerNorm, mean over tokens, Linear to 1000
+  stn          spatial-transformer CNN over [B, 3, H, W] (size: H = W 64-256): 1-2 spatial transformers (a small
+               localization CNN, max pools, a Linear to the 6 affine parameters started at the identity; the
+               sampling grid by a MatMul of the base grid with the affine matrix; GridSample, bilinear or nearest,
+               zeros or border padding), each followed by a stage of 1-3 conv-BN-ReLU layers (16-128) and a max pool;
+               global pool, Linear to 10-1000
+  aft          Attention Free Transformer over a float sequence [B, S, D] (size: S 32-1024; D 64-512): 2-8 pre-norm
+               blocks of AFT (simple: Sigmoid(q) times a Softmax-over-tokens weighted sum of v; full: learned S x S
+               position biases, exp(w) MatMul exp(k - max k) * v over exp(w) MatMul exp(k - max k)) and a GELU MLP
+               (ratio 2 or 4); LayerNorm, mean over tokens, Linear to 10-1000
 Configs: batch 1 always, one batch of 4-16 and one of 32-64 (dlrm: 64-512 and 1024-2048; fttransformer, kan and
 neuralode: 64-256 and 1024-4096), each at a size the family allows (vqvae, capsnet, kan: the batch halves until the largest
 intermediate, a vqvae's distances, a capsnet's prediction vectors, a kan's spline bases, is under 2.5e8 floats); a config whose forward pass exceeds `max_gflop` is run at a
@@ -242,10 +256,10 @@ FAMILIES = ("cnn_plain", "cnn_mobile", "cnn_grouped", "vit", "swin", "hybrid", "
             "pvt", "decoder", "unet", "conformer", "fpn", "convnext", "tcn", "perceiver", "dense", "rnn", "linattn",
             "ssm", "gan", "moe", "detr", "yolo", "pointnet", "wav2vec", "video3d", "deeplab", "dlrm", "vocoder",
             "superres", "gnn", "diffusion", "implicit", "tasnet", "hrnet", "raft", "fttransformer", "vqvae",
-            "capsnet", "kan", "nascell", "neuralode", "gmlp")
+            "capsnet", "kan", "nascell", "neuralode", "gmlp", "xcit", "stn", "aft")
 # families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's or a vocoder's mel bins,
 # a tcn's, an rnn's or an ssm's C_in, an implicit model's 3 coordinates of each of its S points)
-SEQUENCE = ("encoder", "decoder", "conformer", "tcn", "rnn", "ssm", "vocoder", "implicit")
+SEQUENCE = ("encoder", "decoder", "conformer", "tcn", "rnn", "ssm", "vocoder", "implicit", "aft")
 MID_BATCHES, BIG_BATCHES = (4, 8, 16), (32, 64)
 
 
@@ -776,6 +790,22 @@ def arch_spec(family: str, seed: int) -> dict:
         s.update(patch=patch, dim=dim, depth=int(r.integers(2, 13)), d_ffn=dim * _pick(r, [2, 4, 6]),
                  spatial=_pick(r, ["linear", "conv1d"]), tiny_attn=_pick(r, [0, 0, 32, 64]), classes=1000)
         sizes = [z for z in range(64, 257, 32) if z % patch == 0 and (z // patch) ** 2 <= 1024]
+    elif family == "xcit":
+        patch, heads = _pick(r, [8, 16, 16]), _pick(r, [2, 4, 8])
+        s.update(patch=patch, heads=heads, dim=heads * _pick(r, [24, 32, 48]), depth=int(r.integers(2, 13)),
+                 mlp_ratio=_pick(r, [2, 3, 4]), lpi=bool(r.random() < 0.7), classes=1000)
+        sizes = [z for z in range(96, 385, 32) if z % patch == 0 and (z // patch) ** 2 <= 2304]
+    elif family == "stn":
+        s.update(transformers=int(r.integers(1, 3)), loc_w=_pick(r, [8, 16, 32]),
+                 widths=[_pick(r, [16, 32, 64, 128]) for _ in range(2)], layers=int(r.integers(1, 4)),
+                 mode=_pick(r, ["bilinear", "bilinear", "nearest"]), padding=_pick(r, ["zeros", "border"]),
+                 classes=_pick(r, [10, 100, 1000]))
+        sizes = [64, 96, 128, 160, 192, 224, 256]
+    elif family == "aft":
+        s.update(dim=_pick(r, [64, 128, 256, 384, 512]), depth=int(r.integers(2, 9)),
+                 variant=_pick(r, ["simple", "full", "full"]), ffn_ratio=_pick(r, [2, 4]),
+                 classes=_pick(r, [10, 100, 1000]))
+        sizes = [32, 64, 128, 256, 384, 512, 768, 1024]
     else:  # perceiver
         stem = _pick(r, ["patch", "conv"])
         patch = _pick(r, [4, 8, 16] if stem == "conv" else [4, 6, 8, 12, 14, 16])  # conv: log2(patch) stride-2 convs
@@ -4098,6 +4128,155 @@ def _build_gmlp(s, size):
             return self.head(self.norm(self.blocks(x)).mean(dim=1))
 
     return GMLP()
+
+
+def _build_xcit(s, size):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    d, h, side = s["dim"], s["heads"], size // s["patch"]
+
+    class XCA(nn.Module):
+        """Cross-covariance attention: a D_h x D_h map per head over L2-normalised q and k (tokens on the last axis)."""
+        def __init__(self):
+            super().__init__()
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.temperature = nn.Parameter(torch.ones(h, 1, 1))
+
+        def forward(self, x):
+            B, T, _ = x.shape
+            q, k, v = self.qkv(x).reshape(B, T, 3, h, d // h).permute(2, 0, 3, 4, 1).unbind(0)   # [B, h, D_h, T]
+            q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+            attn = torch.softmax(q @ k.transpose(-2, -1) * self.temperature, dim=-1)
+            return self.proj((attn @ v).permute(0, 3, 1, 2).reshape(B, T, d))
+
+    class LPI(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1, self.act = nn.Conv2d(d, d, 3, padding=1, groups=d), nn.GELU()
+            self.bn, self.c2 = nn.BatchNorm2d(d), nn.Conv2d(d, d, 3, padding=1, groups=d)
+
+        def forward(self, x):
+            B, T, _ = x.shape
+            y = x.transpose(1, 2).reshape(B, d, side, side)
+            return self.c2(self.bn(self.act(self.c1(y)))).reshape(B, d, T).transpose(1, 2)
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.n1, self.xca, self.n3 = nn.LayerNorm(d), XCA(), nn.LayerNorm(d)
+            self.lpi = (nn.LayerNorm(d), LPI()) if s["lpi"] else None
+            if self.lpi:
+                self.n2, self.local = self.lpi
+            self.mlp = nn.Sequential(nn.Linear(d, d * s["mlp_ratio"]), nn.GELU(), nn.Linear(d * s["mlp_ratio"], d))
+
+        def forward(self, x):
+            x = x + self.xca(self.n1(x))
+            if self.lpi:
+                x = x + self.local(self.n2(x))
+            return x + self.mlp(self.n3(x))
+
+    class XCiT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Conv2d(3, d, s["patch"], s["patch"])
+            self.blocks = nn.Sequential(*[Block() for _ in range(s["depth"])])
+            self.norm, self.head = nn.LayerNorm(d), nn.Linear(d, s["classes"])
+
+        def forward(self, x):
+            x = self.stem(x).flatten(2).transpose(1, 2)
+            return self.head(self.norm(self.blocks(x)).mean(dim=1))
+
+    return XCiT()
+
+
+def _build_stn(s, size):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class SpatialTransformer(nn.Module):
+        """A localization CNN regresses an affine map (started at the identity); the grid is the base grid MatMul
+        the map's transpose (no AffineGrid op at opset 17), sampled by GridSample."""
+        def __init__(self, c, side):
+            super().__init__()
+            w = s["loc_w"]
+            self.loc = nn.Sequential(nn.Conv2d(c, w, 5, padding=2), nn.MaxPool2d(2), nn.ReLU(),
+                                     nn.Conv2d(w, w, 3, padding=1), nn.MaxPool2d(2), nn.ReLU(),
+                                     nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(16 * w, 6))
+            self.side = side
+            ys, xs = torch.meshgrid(torch.linspace(-1, 1, side), torch.linspace(-1, 1, side), indexing="ij")
+            self.register_buffer("base", torch.stack([xs, ys, torch.ones_like(xs)], -1).reshape(1, side * side, 3))
+            self.identity = torch.tensor([[1.0, 0, 0], [0, 1.0, 0]])
+
+        def forward(self, x):
+            # small moves around the identity (build_model draws the Linear's weights at random)
+            theta = self.loc(x).reshape(-1, 2, 3) * 0.1 + self.identity
+            grid = (self.base @ theta.transpose(1, 2)).reshape(-1, self.side, self.side, 2)
+            return F.grid_sample(x, grid, mode=s["mode"], padding_mode=s["padding"], align_corners=False)
+
+    class STN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            mods, c, side = [], 3, size
+            for i in range(s["transformers"]):
+                mods.append(SpatialTransformer(c, side))
+                w = s["widths"][i]
+                for _ in range(s["layers"]):
+                    mods += [nn.Conv2d(c, w, 3, padding=1), nn.BatchNorm2d(w), nn.ReLU()]
+                    c = w
+                mods.append(nn.MaxPool2d(2))
+                side //= 2
+            self.features = nn.Sequential(*mods)
+            self.head = nn.Linear(c, s["classes"])
+
+        def forward(self, x):
+            return self.head(self.features(x).mean(dim=(2, 3)))
+
+    return STN()
+
+
+def _build_aft(s, size):
+    import torch
+    import torch.nn as nn
+    d, T = s["dim"], size
+
+    class AFT(nn.Module):
+        """Attention Free Transformer: Sigmoid(q) times a position-weighted average of v with weights exp(k + w)."""
+        def __init__(self):
+            super().__init__()
+            self.q, self.k, self.v, self.out = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+            self.w = nn.Parameter(torch.zeros(T, T)) if s["variant"] == "full" else None
+
+        def forward(self, x):
+            q, k, v = self.q(x), self.k(x), self.v(x)
+            if self.w is None:   # AFT-simple: no position biases, a Softmax over the tokens
+                ctx = (torch.softmax(k, dim=1) * v).sum(dim=1, keepdim=True)
+                return self.out(torch.sigmoid(q) * ctx)
+            ek = torch.exp(k - k.amax(dim=1, keepdim=True))
+            ew = torch.exp(self.w - self.w.amax())
+            return self.out(torch.sigmoid(q) * (ew @ (ek * v)) / (ew @ ek))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.n1, self.aft, self.n2 = nn.LayerNorm(d), AFT(), nn.LayerNorm(d)
+            self.mlp = nn.Sequential(nn.Linear(d, d * s["ffn_ratio"]), nn.GELU(), nn.Linear(d * s["ffn_ratio"], d))
+
+        def forward(self, x):
+            x = x + self.aft(self.n1(x))
+            return x + self.mlp(self.n2(x))
+
+    class AFTNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.Sequential(*[Block() for _ in range(s["depth"])])
+            self.norm, self.head = nn.LayerNorm(d), nn.Linear(d, s["classes"])
+
+        def forward(self, x):
+            return self.head(self.norm(self.blocks(x)).mean(dim=1))
+
+    return AFTNet()
 
 
 def input_shape(spec: dict, batch: int, size: int) -> tuple:

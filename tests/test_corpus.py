@@ -26,7 +26,8 @@ SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1,
          "tcn": 1, "perceiver": 8, "dense": 4, "rnn": 1, "linattn": 1, "ssm": 1, "gan": 1, "moe": 2, "detr": 3,
          "yolo": 2, "pointnet": 3, "wav2vec": 7, "video3d": 6, "deeplab": 0, "dlrm": 4, "vocoder": 2, "superres": 0,
          "gnn": 1, "diffusion": 5, "implicit": 7, "tasnet": 1, "hrnet": 2, "raft": 3, "fttransformer": 6,
-         "vqvae": 2, "capsnet": 2, "kan": 1, "nascell": 1, "neuralode": 3, "gmlp": 1}
+         "vqvae": 2, "capsnet": 2, "kan": 1, "nascell": 1, "neuralode": 3, "gmlp": 1, "xcit": 1, "stn": 1,
+         "aft": 7}
 # tcn-s1: gated, LayerNorm, an uneven 'same' Pad; perceiver-s8: 2 MHA cross blocks; rnn-s1: a stride-2 Conv1d
 # front-end, 3 GRU layers, a mean head; linattn-s1: conv stem, elu+1 linear attention by MatMul; ssm-s1: 3 Mamba-like
 # blocks, a chunked scan (3 chunks of 64 at T 192); ssm-s5 (S4D, a long-convolution kernel) is exported by seed checks;
@@ -49,6 +50,8 @@ SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1,
 # kan-s1: B-spline edges (grid 5, order 3) over 192 features, 3 hidden layers, a SiLU base branch
 # nascell-s1: an NB201 cell (conv3x3 on 3 edges, a skip, a conv1x1), 2 cells a stage; neuralode-s3: RK4, 7 steps of a
 # 1-hidden-layer ReLU field; gmlp-s1: patch 16, 2 blocks, token mixing by a 1x1 Conv1d, a 32-wide tiny attention
+# xcit-s1: patch 16, 4 heads of 32, 10 blocks with the local patch interaction; stn-s1: 2 spatial transformers,
+# bilinear, zero padding; aft-s7: AFT-full, D 64, 1024 tokens (a 1024 x 1024 position bias a block)
 
 
 def test_specs_are_seeded_and_reproducible():
@@ -667,6 +670,25 @@ def test_exam_v13_is_a_new_exam_over_v11s_training_split():
     assert sum(not v13.is_cnn(a) for a in v13.exam) >= 0.4 * len(v13.exam)
 
 
+def test_exam_v14_is_a_new_exam_over_v11s_training_split():
+    """corpus_split_v14.yaml: v11's training split unchanged, an exam disjoint from it and from exams v11-v13 (the
+    H100's exam v13, scored and read, may join the H100's training), three held-out families no other split names,
+    fresh seeds of every family seen before, >= 6 named models in no other split, >= 40% not CNNs."""
+    from hase.utils import paths
+    v11 = corpus.load_split()
+    v12, v13, v14 = (corpus.load_split(paths.REPO / "model_zoo" / f"corpus_split_v{n}.yaml") for n in (12, 13, 14))
+    assert set(v14.train) == set(v11.train) and not set(v14.exam) & (set(v11.exam) | set(v12.exam) | set(v13.exam))
+    assert not set(v14.exam) & set(v14.train)
+    held = set(v14.held_out_families)
+    seen = {s.family[a] for s in (v11, v12, v13) for a in s.train + s.exam}
+    assert held == {"xcit", "stn", "aft"} and not held & seen
+    assert {v14.family[a] for a in v14.exam if v14.exam_group[a] == "fresh seed"} == seen - {"named"}
+    named = [a for a in v14.exam if v14.exam_group[a] == "named"]
+    assert len(named) >= 6 and not set(named) & {a for s in (v11, v12, v13) for a in s.train + s.exam}
+    assert sum(not v14.is_cnn(a) for a in v14.exam) >= 0.4 * len(v14.exam)
+    assert len(v14.exam) == 131
+
+
 def test_exam_v12_is_a_new_exam_over_v11s_training_split(tmp_path):
     """corpus_split_v12.yaml: v11's training split unchanged (train: from), an exam disjoint from it and from exam v11
     (models measured for v11 judge nothing here), three held-out families no other split names, >= 6 named models."""
@@ -685,3 +707,37 @@ def test_exam_v12_is_a_new_exam_over_v11s_training_split(tmp_path):
     f.write_text(text)
     with pytest.raises(HaseError, match="from 'model_zoo/nope.yaml': corpus split file not found"):
         corpus.load_split(f)
+
+
+@pytest.mark.parametrize("fam,seed", [("xcit", 1), ("stn", 1), ("stn", 0), ("aft", 0), ("aft", 7)])
+def test_v14_family_exports_runs_and_has_its_output_shape(tmp_path, fam, seed):
+    """The exam v14 held-out families at a small size, batch 2: the project's export path, the CPU EP, ORT equal to
+    PyTorch, the ops that define each family in the graph; xcit: the attention map is D_h x D_h, so its Softmax runs
+    over D_h, not over the tokens; stn: GridSample after a MatMul grid (no AffineGrid at opset 17); aft-simple has no
+    position: permuting the tokens leaves the output as it was; aft-full's S x S position biases do not."""
+    import onnx
+    size, batch = {"xcit": 96, "stn": 64, "aft": 32}[fam], 2
+    spec, model, shape, out, sess, x, y = _export_and_run(tmp_path, fam, seed, size, batch)
+    graph = onnx.shape_inference.infer_shapes(onnx.load(str(out))).graph
+    ops = {n.op_type for n in graph.node}
+    assert y.shape == (batch, spec["classes"])
+    _matches_pytorch(model, x, y)
+    if fam == "xcit":
+        assert shape == (batch, 3, size, size)
+        dims = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in graph.value_info}
+        soft = [dims.get(n.output[0]) for n in graph.node if n.op_type == "Softmax"]
+        dh = spec["dim"] // spec["heads"]
+        assert soft and all(d and d[-2:] == [dh, dh] for d in soft), soft
+        assert ("Conv" in ops) and (spec["lpi"] == any(n.op_type == "Conv" and any(a.name == "group" and a.i > 1
+                                                                                    for a in n.attribute)
+                                                       for n in graph.node))
+    elif fam == "stn":
+        assert shape == (batch, 3, size, size)
+        assert "GridSample" in ops and "AffineGrid" not in ops and "MatMul" in ops
+        assert sum(n.op_type == "GridSample" for n in graph.node) == spec["transformers"]
+    else:
+        assert shape == (batch, size, spec["dim"])
+        assert {"Sigmoid", "Exp" if spec["variant"] == "full" else "Softmax"} <= ops
+        perm = np.random.default_rng(1).permutation(size)
+        y2 = sess.run(None, {sess.get_inputs()[0].name: np.ascontiguousarray(x[:, perm])})[0]
+        assert np.allclose(y2, y, rtol=1e-4, atol=1e-5) == (spec["variant"] == "simple")

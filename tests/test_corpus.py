@@ -586,9 +586,12 @@ def test_an_unseen_op_with_a_trained_kin_is_priced_as_the_kin():
 
 
 def test_a_recurrent_kin_is_still_priced_per_step():
-    """LSTM priced as GRU (both cuDNN recurrent kernels) keeps the per-step law: twice the steps, about twice the time."""
+    """LSTM priced as GRU (both cuDNN recurrent kernels) keeps the per-step law: twice the steps, about twice the time.
+    The committed node models have both since exam v13 joined the H100's training (rnn's LSTMs): the model is made
+    one that never saw an LSTM by dropping its type code (the trees are untouched; only the code's lookup goes)."""
     from hase.inference.node_model import NodeModel
-    nm = NodeModel.load(REPO / "inference" / "results" / "nvidia-h100" / "corpus" / "node_model")   # GRU, no LSTM
+    nm = NodeModel.load(REPO / "inference" / "results" / "nvidia-h100" / "corpus" / "node_model")
+    nm.type_codes = {k: v for k, v in nm.type_codes.items() if k != "LSTM"}
     assert "GRU" in nm.type_codes and "LSTM" not in nm.type_codes
     recs = records_in_file(CORPUS_RECORDS)
     gru = next(k for r in recs.values() for k in r["kernels"] if k["type"] == "GRU")

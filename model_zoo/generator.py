@@ -4077,6 +4077,25 @@ def _build_neuralode(s, size):
     return ODENet()
 
 
+def _patch_token_net(s, d, block):
+    """An image as patch tokens (a patch-sized conv to width d), s["depth"] of `block`, LayerNorm, the mean over the
+    tokens, a Linear to s["classes"] (gmlp, xcit)."""
+    import torch.nn as nn
+
+    class PatchTokenNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Conv2d(3, d, s["patch"], s["patch"])
+            self.blocks = nn.Sequential(*[block() for _ in range(s["depth"])])
+            self.norm, self.head = nn.LayerNorm(d), nn.Linear(d, s["classes"])
+
+        def forward(self, x):
+            x = self.stem(x).flatten(2).transpose(1, 2)
+            return self.head(self.norm(self.blocks(x)).mean(dim=1))
+
+    return PatchTokenNet()
+
+
 def _build_gmlp(s, size):
     import torch
     import torch.nn as nn
@@ -4116,18 +4135,7 @@ def _build_gmlp(s, size):
             extra = self.attn(y) if self.attn is not None else None
             return x + self.fc2(self.sgu(self.act(self.fc1(y)), extra))
 
-    class GMLP(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.stem = nn.Conv2d(3, d, s["patch"], s["patch"])
-            self.blocks = nn.Sequential(*[Block() for _ in range(s["depth"])])
-            self.norm, self.head = nn.LayerNorm(d), nn.Linear(d, s["classes"])
-
-        def forward(self, x):
-            x = self.stem(x).flatten(2).transpose(1, 2)
-            return self.head(self.norm(self.blocks(x)).mean(dim=1))
-
-    return GMLP()
+    return _patch_token_net(s, d, Block)
 
 
 def _build_xcit(s, size):
@@ -4165,29 +4173,17 @@ def _build_xcit(s, size):
         def __init__(self):
             super().__init__()
             self.n1, self.xca, self.n3 = nn.LayerNorm(d), XCA(), nn.LayerNorm(d)
-            self.lpi = (nn.LayerNorm(d), LPI()) if s["lpi"] else None
-            if self.lpi:
-                self.n2, self.local = self.lpi
+            if s["lpi"]:
+                self.n2, self.local = nn.LayerNorm(d), LPI()
             self.mlp = nn.Sequential(nn.Linear(d, d * s["mlp_ratio"]), nn.GELU(), nn.Linear(d * s["mlp_ratio"], d))
 
         def forward(self, x):
             x = x + self.xca(self.n1(x))
-            if self.lpi:
+            if s["lpi"]:
                 x = x + self.local(self.n2(x))
             return x + self.mlp(self.n3(x))
 
-    class XCiT(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.stem = nn.Conv2d(3, d, s["patch"], s["patch"])
-            self.blocks = nn.Sequential(*[Block() for _ in range(s["depth"])])
-            self.norm, self.head = nn.LayerNorm(d), nn.Linear(d, s["classes"])
-
-        def forward(self, x):
-            x = self.stem(x).flatten(2).transpose(1, 2)
-            return self.head(self.norm(self.blocks(x)).mean(dim=1))
-
-    return XCiT()
+    return _patch_token_net(s, d, Block)
 
 
 def _build_stn(s, size):

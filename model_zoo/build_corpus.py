@@ -163,8 +163,9 @@ def main() -> int:
         pool, results = None, map(_star, jobs)
     for r in progress(results, total=len(jobs), desc="corpus", unit="arch"):
         a = r["arch"]
-        if "error" in r:
+        if "error" in r:   # kept in the manifest too, so a run whose every architecture failed still says why
             man["failed"][a] = r["error"]
+            paths.atomic_write_text(mpath, json.dumps(man, indent=1, sort_keys=True) + "\n")
             log.warning("%s failed: %s", a, r["error"])
             continue
         man["failed"].pop(a, None)

@@ -18,7 +18,7 @@ from hase.utils.errors import HaseError, run_main  # noqa: E402
 SPLIT_FILE = paths.REPO / "model_zoo" / "corpus_split.yaml"
 CNN_FAMILIES = {"cnn_plain", "cnn_mobile", "cnn_grouped", "unet", "fpn", "convnext", "tcn", "dense",
                 "gan", "yolo", "video3d", "deeplab", "vocoder", "superres", "tasnet", "hrnet", "raft", "vqvae",
-                "capsnet", "nascell", "stn"}
+                "capsnet", "nascell", "stn", "res2net", "hourglass"}
 # tcn, vocoder, tasnet: 1-D convs; video3d: 3-D; raft: conv encoders and ConvGRU updates around a parameter-free
 # correlation (MatMul, AvgPool, a Gather or GridSample lookup), no attention
 # not CNNs: the attention and mixing families, rnn (LSTM/GRU; a Conv1d front-end at most), linattn (linear
@@ -32,7 +32,8 @@ CNN_FAMILIES = {"cnn_plain", "cnn_mobile", "cnn_grouped", "unet", "fpn", "convne
 # edge functions written out as elementwise ops, MatMuls: no convolution). vqvae (conv encoder and decoder around a
 # codebook lookup) and capsnet (two convs, then capsule MatMuls and routing) count as CNNs; so does nascell (cells of
 # convs and pools); neuralode (an MLP field integrated by unrolled steps) and gmlp (token-mixing Linears) do not;
-# stn (conv stages around GridSample resampling) counts as a CNN; xcit and aft (attention without a T x T map) do not
+# stn (conv stages around GridSample resampling) counts as a CNN; xcit and aft (attention without a T x T map) do not;
+# res2net and hourglass (convolution only) count as CNNs; retnet (retention: a T x T map without Softmax) does not
 # named models that are CNNs (for the corpus's non-CNN share); every other named model has attention or mixing
 NAMED_CNN = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide_resnet50_2", "mobilenet_v2",
              "mobilenet_v3_small", "mobilenet_v3_large", "vgg11", "vgg16_bn", "densenet121", "densenet169",
@@ -56,7 +57,10 @@ NAMED_CNN = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide
              "timm-regnetx_002", "timm-eca_resnet33ts", "timm-mobilenetv4_conv_medium",
              # exam v14's named CNNs (gcresnet33ts: a global-context pooling block, as eca_resnet33ts's channel gate)
              "timm-fasternet_t0", "timm-semnasnet_075", "timm-spnasnet_100", "timm-resnet10t", "timm-dla60x_c",
-             "timm-gcresnet33ts", "timm-nf_regnet_b0", "timm-darknet17"}
+             "timm-gcresnet33ts", "timm-nf_regnet_b0", "timm-darknet17",
+             # exam v15's named CNNs
+             "timm-efficientnet_es", "timm-mobileone_s1", "timm-ese_vovnet39b", "timm-cs3darknet_focus_s",
+             "timm-ecaresnet26t", "timm-dla60_res2net", "timm-fbnetv3_d", "timm-skresnet34"}
 
 
 @dataclass

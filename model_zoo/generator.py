@@ -227,6 +227,19 @@ same configs on any machine. Families (each with its own parameter ranges, FAMIL
                blocks of AFT (simple: Sigmoid(q) times a Softmax-over-tokens weighted sum of v; full: learned S x S
                position biases, exp(w) MatMul exp(k - max k) * v over exp(w) MatMul exp(k - max k)) and a GELU MLP
                (ratio 2 or 4); LayerNorm, mean over tokens, Linear to 10-1000
+  res2net      Res2Net-like CNN over [B, 3, H, W] (size: H = W 96-320): a 3x3 or 7x7 stride-2 stem, max pool, 3-4
+               stages of 1-3 bottlenecks (a 1x1 conv to scale x width, split in `scale` 2-6 groups of width 8-32,
+               each group after the first a 3x3 conv of its own slice plus the previous group's output (the first
+               block of a strided stage: each slice alone, the last slice average-pooled), Concat, 1x1 conv,
+               optional squeeze-excite, a residual); global pool, Linear to 1000
+  hourglass    stacked-hourglass pose network over [B, 3, H, W] (size: H = W 128-384, a multiple of 4 x 2^depth): a
+               7x7 stride-2 stem, residual blocks, max pool, 1-3 hourglasses of depth 2-4 (max pool, residual blocks,
+               recursion, residual blocks, nearest x2 Resize added to the skip branch's residual blocks), 1x1 heads to
+               8-32 heatmaps, intermediate heads merged back by 1x1 convs: [B, joints, H/4, W/4]
+  retnet       RetNet-like retention over a float sequence [B, S, D] (size: S 32-1024; D 128-512, heads 2-8): 2-8
+               pre-norm blocks of parallel retention (q k^T times a causal decay mask gamma^(n-m), a gamma per head,
+               no Softmax, applied to v), a per-head GroupNorm, a SiLU gate, a Linear out, and a GELU or SwiGLU FFN
+               (ratio 2-4); LayerNorm, the last token, Linear to 10-1000
 Configs: batch 1 always, one batch of 4-16 and one of 32-64 (dlrm: 64-512 and 1024-2048; fttransformer, kan and
 neuralode: 64-256 and 1024-4096), each at a size the family allows (vqvae, capsnet, kan: the batch halves until the largest
 intermediate, a vqvae's distances, a capsnet's prediction vectors, a kan's spline bases, is under 2.5e8 floats); a config whose forward pass exceeds `max_gflop` is run at a
@@ -256,10 +269,11 @@ FAMILIES = ("cnn_plain", "cnn_mobile", "cnn_grouped", "vit", "swin", "hybrid", "
             "pvt", "decoder", "unet", "conformer", "fpn", "convnext", "tcn", "perceiver", "dense", "rnn", "linattn",
             "ssm", "gan", "moe", "detr", "yolo", "pointnet", "wav2vec", "video3d", "deeplab", "dlrm", "vocoder",
             "superres", "gnn", "diffusion", "implicit", "tasnet", "hrnet", "raft", "fttransformer", "vqvae",
-            "capsnet", "kan", "nascell", "neuralode", "gmlp", "xcit", "stn", "aft")
+            "capsnet", "kan", "nascell", "neuralode", "gmlp", "xcit", "stn", "aft", "res2net", "hourglass",
+            "retnet")
 # families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's or a vocoder's mel bins,
 # a tcn's, an rnn's or an ssm's C_in, an implicit model's 3 coordinates of each of its S points)
-SEQUENCE = ("encoder", "decoder", "conformer", "tcn", "rnn", "ssm", "vocoder", "implicit", "aft")
+SEQUENCE = ("encoder", "decoder", "conformer", "tcn", "rnn", "ssm", "vocoder", "implicit", "aft", "retnet")
 MID_BATCHES, BIG_BATCHES = (4, 8, 16), (32, 64)
 
 
@@ -805,6 +819,23 @@ def arch_spec(family: str, seed: int) -> dict:
         s.update(dim=_pick(r, [64, 128, 256, 384, 512]), depth=int(r.integers(2, 9)),
                  variant=_pick(r, ["simple", "full", "full"]), ffn_ratio=_pick(r, [2, 4]),
                  classes=_pick(r, [10, 100, 1000]))
+        sizes = [32, 64, 128, 256, 384, 512, 768, 1024]
+    elif family == "res2net":
+        stages = int(r.integers(3, 5))
+        s.update(stem=_pick(r, [3, 7]), stem_ch=_pick(r, [32, 64]), scale=int(r.integers(2, 7)),
+                 width=_pick(r, [8, 14, 26, 32]), blocks=[int(r.integers(1, 4)) for _ in range(stages)],
+                 expansion=_pick(r, [2, 4]), se=bool(r.random() < 0.4), classes=1000)
+        sizes = list(range(96, 321, 32))
+    elif family == "hourglass":
+        depth = int(r.integers(2, 5))
+        s.update(stacks=int(r.integers(1, 4)), depth=depth, ch=_pick(r, [64, 128, 192, 256]),
+                 res_blocks=int(r.integers(1, 3)), joints=_pick(r, [8, 16, 17, 32]))
+        step = 4 * 2 ** depth
+        sizes = [z for z in range(128, 385, 32) if z % step == 0]
+    elif family == "retnet":
+        heads = _pick(r, [2, 4, 8])
+        s.update(heads=heads, dim=heads * _pick(r, [32, 64]), depth=int(r.integers(2, 9)),
+                 ffn=_pick(r, ["gelu", "swiglu"]), ffn_ratio=_pick(r, [2, 3, 4]), classes=_pick(r, [10, 100, 1000]))
         sizes = [32, 64, 128, 256, 384, 512, 768, 1024]
     else:  # perceiver
         stem = _pick(r, ["patch", "conv"])
@@ -4273,6 +4304,179 @@ def _build_aft(s, size):
             return self.head(self.norm(self.blocks(x)).mean(dim=1))
 
     return AFTNet()
+
+
+def _build_res2net(s):
+    import torch
+    import torch.nn as nn
+
+    def cbr(ci, co, k=3, stride=1):
+        return nn.Sequential(nn.Conv2d(ci, co, k, stride, k // 2, bias=False), nn.BatchNorm2d(co), nn.ReLU())
+
+    class Bottle2neck(nn.Module):
+        """1x1 conv to scale x w, split; slice i > 0 gets a 3x3 conv of itself plus the previous output (a strided
+        or widening first block: of itself alone, the last slice average-pooled), Concat, 1x1 conv, SE, residual."""
+        def __init__(self, ci, w, co, stride, first):
+            super().__init__()
+            sc = s["scale"]
+            self.w, self.first, self.stride = w, first, stride
+            self.reduce = cbr(ci, w * sc, 1)
+            self.convs = nn.ModuleList([cbr(w, w, 3, stride) for _ in range(sc - 1)])
+            self.pool = nn.AvgPool2d(3, stride, 1) if first else None
+            self.expand = nn.Sequential(nn.Conv2d(w * sc, co, 1, bias=False), nn.BatchNorm2d(co))
+            self.se = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(co, max(co // 16, 8), 1), nn.ReLU(),
+                                    nn.Conv2d(max(co // 16, 8), co, 1), nn.Sigmoid()) if s["se"] else None
+            self.down = (nn.Sequential(nn.Conv2d(ci, co, 1, stride, bias=False), nn.BatchNorm2d(co))
+                         if stride != 1 or ci != co else None)
+
+        def forward(self, x):
+            parts = torch.split(self.reduce(x), self.w, dim=1)
+            outs, y = [], None
+            for i, conv in enumerate(self.convs):
+                y = conv(parts[i] if self.first or y is None else parts[i] + y)
+                outs.append(y)
+            outs.append(self.pool(parts[-1]) if self.first else parts[-1])
+            z = self.expand(torch.cat(outs, dim=1))
+            if self.se is not None:
+                z = z * self.se(z)
+            return torch.relu(z + (self.down(x) if self.down is not None else x))
+
+    class Res2Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            c = s["stem_ch"]
+            mods = [cbr(3, c, s["stem"], 2), nn.MaxPool2d(3, 2, 1)]
+            for i, n in enumerate(s["blocks"]):
+                w = s["width"] * 2 ** i
+                co = 32 * s["expansion"] * 2 ** i   # ResNet's widths at expansion 4: 128 to 1024
+                for j in range(n):
+                    mods.append(Bottle2neck(c, w, co, 2 if (j == 0 and i > 0) else 1, j == 0))
+                    c = co
+            self.features = nn.Sequential(*mods)
+            self.head = nn.Linear(c, s["classes"])
+
+        def forward(self, x):
+            return self.head(self.features(x).mean(dim=(2, 3)))
+
+    return Res2Net()
+
+
+def _build_hourglass(s):
+    import torch.nn as nn
+    import torch.nn.functional as F
+    c = s["ch"]
+
+    class Residual(nn.Module):
+        """Pre-activation bottleneck (BN-ReLU-conv 1x1, 3x3, 1x1 at c/2), identity skip."""
+        def __init__(self):
+            super().__init__()
+            h = c // 2
+            self.body = nn.Sequential(nn.BatchNorm2d(c), nn.ReLU(), nn.Conv2d(c, h, 1), nn.BatchNorm2d(h), nn.ReLU(),
+                                      nn.Conv2d(h, h, 3, padding=1), nn.BatchNorm2d(h), nn.ReLU(), nn.Conv2d(h, c, 1))
+
+        def forward(self, x):
+            return x + self.body(x)
+
+    def res():
+        return nn.Sequential(*[Residual() for _ in range(s["res_blocks"])])
+
+    class Hourglass(nn.Module):
+        def __init__(self, depth):
+            super().__init__()
+            self.skip, self.down, self.up = res(), res(), res()
+            self.inner = Hourglass(depth - 1) if depth > 1 else res()
+
+        def forward(self, x):
+            low = self.up(self.inner(self.down(F.max_pool2d(x, 2))))
+            return self.skip(x) + F.interpolate(low, scale_factor=2.0, mode="nearest")
+
+    class StackedHourglass(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(3, c, 7, 2, 3), nn.BatchNorm2d(c), nn.ReLU(), Residual(),
+                                      nn.MaxPool2d(2), Residual())
+            n = s["stacks"]
+            self.hgs = nn.ModuleList([Hourglass(s["depth"]) for _ in range(n)])
+            self.feats = nn.ModuleList([nn.Sequential(res(), nn.Conv2d(c, c, 1), nn.BatchNorm2d(c), nn.ReLU())
+                                        for _ in range(n)])
+            self.heads = nn.ModuleList([nn.Conv2d(c, s["joints"], 1) for _ in range(n)])
+            self.merge_f = nn.ModuleList([nn.Conv2d(c, c, 1) for _ in range(n - 1)])
+            self.merge_h = nn.ModuleList([nn.Conv2d(s["joints"], c, 1) for _ in range(n - 1)])
+
+        def forward(self, x):
+            x = self.stem(x)
+            for i, (hg, feat, head) in enumerate(zip(self.hgs, self.feats, self.heads)):
+                f = feat(hg(x))
+                heat = head(f)
+                if i < len(self.merge_f):   # intermediate supervision fed back into the next stack
+                    x = x + self.merge_f[i](f) + self.merge_h[i](heat)
+            return heat
+
+    return StackedHourglass()
+
+
+def _build_retnet(s, size):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    d, h, T = s["dim"], s["heads"], size
+    dh = d // h
+
+    class Retention(nn.Module):
+        """Parallel retention: (q k^T / sqrt(d_h) times D) v, D[n, m] = gamma_h^(n - m) for m <= n, else 0 (one
+        [h, T, T] mask for all blocks); a GroupNorm per head, a SiLU gate."""
+        def __init__(self):
+            super().__init__()
+            self.q, self.k, self.v, self.g, self.out = (nn.Linear(d, d, bias=False) for _ in range(5))
+            self.norm = nn.GroupNorm(h, d)
+
+        def forward(self, x, decay):
+            B = x.shape[0]
+            q, k, v = (m(x).reshape(B, T, h, dh).transpose(1, 2) for m in (self.q, self.k, self.v))
+            r = ((q @ k.transpose(-2, -1)) * (dh ** -0.5) * decay) @ v          # [B, h, T, dh]
+            r = self.norm(r.transpose(1, 2).reshape(B * T, d)).reshape(B, T, d)
+            return self.out(F.silu(self.g(x)) * r)
+
+    class FFN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            f = d * s["ffn_ratio"]
+            self.swiglu = s["ffn"] == "swiglu"
+            self.up = nn.Linear(d, 2 * f if self.swiglu else f)
+            self.down = nn.Linear(f, d)
+
+        def forward(self, x):
+            if self.swiglu:
+                a, b = self.up(x).chunk(2, dim=-1)
+                return self.down(F.silu(a) * b)
+            return self.down(F.gelu(self.up(x)))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.n1, self.ret, self.n2, self.ffn = nn.LayerNorm(d), Retention(), nn.LayerNorm(d), FFN()
+
+        def forward(self, x, decay):
+            x = x + self.ret(self.n1(x), decay)
+            return x + self.ffn(self.n2(x))
+
+    class RetNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.ModuleList([Block() for _ in range(s["depth"])])
+            self.norm, self.head = nn.LayerNorm(d), nn.Linear(d, s["classes"])
+            gamma = 1 - 2.0 ** (-5 - torch.arange(h, dtype=torch.float32))
+            n = torch.arange(T, dtype=torch.float32)
+            diff = n[:, None] - n[None, :]
+            decay = torch.where(diff >= 0, gamma[:, None, None] ** diff.clamp(min=0), torch.zeros(()))
+            self.register_buffer("decay", decay / decay.sum(-1, keepdim=True).sqrt())   # [h, T, T], row-scaled
+
+        def forward(self, x):
+            for b in self.blocks:
+                x = b(x, self.decay)
+            return self.head(self.norm(x)[:, -1])
+
+    return RetNet()
 
 
 def input_shape(spec: dict, batch: int, size: int) -> tuple:

@@ -27,7 +27,7 @@ SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1,
          "yolo": 2, "pointnet": 3, "wav2vec": 7, "video3d": 6, "deeplab": 0, "dlrm": 4, "vocoder": 2, "superres": 0,
          "gnn": 1, "diffusion": 5, "implicit": 7, "tasnet": 1, "hrnet": 2, "raft": 3, "fttransformer": 6,
          "vqvae": 2, "capsnet": 2, "kan": 1, "nascell": 1, "neuralode": 3, "gmlp": 1, "xcit": 1, "stn": 1,
-         "aft": 7}
+         "aft": 7, "res2net": 4, "hourglass": 8, "retnet": 2}
 # tcn-s1: gated, LayerNorm, an uneven 'same' Pad; perceiver-s8: 2 MHA cross blocks; rnn-s1: a stride-2 Conv1d
 # front-end, 3 GRU layers, a mean head; linattn-s1: conv stem, elu+1 linear attention by MatMul; ssm-s1: 3 Mamba-like
 # blocks, a chunked scan (3 chunks of 64 at T 192); ssm-s5 (S4D, a long-convolution kernel) is exported by seed checks;
@@ -52,6 +52,8 @@ SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1,
 # 1-hidden-layer ReLU field; gmlp-s1: patch 16, 2 blocks, token mixing by a 1x1 Conv1d, a 32-wide tiny attention
 # xcit-s1: patch 16, 4 heads of 32, 10 blocks with the local patch interaction; stn-s1: 2 spatial transformers,
 # bilinear, zero padding; aft-s7: AFT-full, D 64, 1024 tokens (a 1024 x 1024 position bias a block)
+# res2net-s4: scale 2, width 32, stages of 1, 2, 3 bottlenecks; hourglass-s8: 2 stacks of depth 3, 64 channels;
+# retnet-s2: 4 heads of 32, 8 blocks, SwiGLU
 
 
 def test_specs_are_seeded_and_reproducible():
@@ -744,3 +746,70 @@ def test_v14_family_exports_runs_and_has_its_output_shape(tmp_path, fam, seed):
         perm = np.random.default_rng(1).permutation(size)
         y2 = sess.run(None, {sess.get_inputs()[0].name: np.ascontiguousarray(x[:, perm])})[0]
         assert np.allclose(y2, y, rtol=1e-4, atol=1e-5) == (spec["variant"] == "simple")
+
+
+def test_exam_v15_is_a_new_exam_over_v11s_training_split():
+    """corpus_split_v15.yaml: v11's training split unchanged, an exam disjoint from it and from exams v11-v14 (the
+    H100's exams v13 and v14, scored and read, may join the H100's training), three held-out families no other split
+    names, fresh seeds of every family seen before, >= 6 named models in no other split, >= 40% not CNNs."""
+    from hase.utils import paths
+    v11 = corpus.load_split()
+    older = [corpus.load_split(paths.REPO / "model_zoo" / f"corpus_split_v{n}.yaml") for n in (12, 13, 14)]
+    v15 = corpus.load_split(paths.REPO / "model_zoo" / "corpus_split_v15.yaml")
+    assert set(v15.train) == set(v11.train) and not set(v15.exam) & set(v15.train)
+    assert not set(v15.exam) & {a for s in [v11, *older] for a in s.exam}
+    held = set(v15.held_out_families)
+    seen = {s.family[a] for s in [v11, *older] for a in s.train + s.exam}
+    assert held == {"res2net", "hourglass", "retnet"} and not held & seen
+    assert {v15.family[a] for a in v15.exam if v15.exam_group[a] == "fresh seed"} == seen - {"named"}
+    named = [a for a in v15.exam if v15.exam_group[a] == "named"]
+    assert len(named) >= 6 and not set(named) & {a for s in [v11, *older] for a in s.train + s.exam}
+    assert sum(not v15.is_cnn(a) for a in v15.exam) >= 0.4 * len(v15.exam)
+    assert len(v15.exam) == 137
+
+
+@pytest.mark.parametrize("fam,seed", [("res2net", 0), ("res2net", 4), ("hourglass", 8), ("retnet", 2),
+                                      ("retnet", 0)])
+def test_v15_family_exports_runs_and_does_what_it_says(tmp_path, fam, seed):
+    """The exam v15 held-out families at a small size, batch 2: the project's export path, the CPU EP, ORT equal to
+    PyTorch, and each family's defining structure in the graph; res2net: one Split a bottleneck into `scale` slices
+    and scale - 1 3x3 convs on them; hourglass: [B, joints, H/4, W/4] heatmaps, a nearest Resize per level and
+    stack, BatchNormalization left before convs (pre-activation: nothing to fold into); retnet: retention is causal
+    (in one block, moving the last token moves only the last output) and has no Softmax."""
+    import onnx
+    size = {"res2net": 96, "hourglass": 128, "retnet": 32}[fam]
+    spec, model, shape, out, sess, x, y = _export_and_run(tmp_path, fam, seed, size, 2)
+    graph = onnx.load(str(out)).graph
+    ops = [n.op_type for n in graph.node]
+    _matches_pytorch(model, x, y)
+    if fam == "res2net":
+        assert y.shape == (2, spec["classes"])
+        blocks = sum(spec["blocks"])
+        assert ops.count("Split") == blocks
+        convs_3x3 = [n for n in graph.node if n.op_type == "Conv"
+                     and [a.ints for a in n.attribute if a.name == "kernel_shape"][0] == [3, 3]]
+        assert len(convs_3x3) == blocks * (spec["scale"] - 1) + (spec["stem"] == 3)
+        assert ("Sigmoid" in ops) == spec["se"]
+    elif fam == "hourglass":
+        assert y.shape == (2, spec["joints"], size // 4, size // 4)
+        assert ops.count("Resize") == spec["stacks"] * spec["depth"] and "BatchNormalization" in ops
+    else:
+        import torch
+        assert y.shape == (2, spec["classes"]) and "Softmax" not in ops and "InstanceNormalization" in ops
+        blk = model.blocks[0]
+        with torch.no_grad():
+            t = torch.from_numpy(x)
+            a = blk(t, model.decay)
+            t2 = t.clone()
+            t2[:, -1] += 1.0
+            b = blk(t2, model.decay)
+        assert torch.allclose(a[:, :-1], b[:, :-1], atol=1e-5) and not torch.allclose(a[:, -1], b[:, -1])
+
+
+def test_an_architecture_that_fails_to_build_is_listed_in_the_manifest(tmp_path):
+    """build_corpus on one architecture that cannot be built (no torchvision model of that name): the run goes on,
+    and the manifest still says which failed and why, though nothing exported."""
+    r = run_script([REPO / "model_zoo/build_corpus.py", "--set", "archs=[no_such_net]", "--set", "max_configs=1",
+                    "--set", "workers=1"], tmp_path, check=False)
+    man = json.loads((tmp_path / "model_zoo/models/corpus_manifest.json").read_text())
+    assert set(man["failed"]) == {"no_such_net"} and man["failed"]["no_such_net"] and not man["files"], (r.stderr, man)

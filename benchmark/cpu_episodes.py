@@ -27,6 +27,7 @@ from hase.utils import paths
 from hase.utils.config import base_parser, from_args, save_resolved
 from hase.utils.errors import HaseError, run_main
 from hase.utils.logger import get_logger
+from hase.utils.onnx_io import dummy_feed
 from hase.utils.ort_session import make_session
 
 DEFAULTS = {"models_dir": "", "threads": 2, "passes": 12, "budget_ms": 300.0, "probe_budget_ms": 60.0,
@@ -37,16 +38,6 @@ PROBES = ("host_index_us", "conv_gflops", "matmul_gflops", "add_gbps")
 def probe(cal: Calibrator, budget_ms: float) -> dict:
     """The process calibration now: host_index_us (the host chains) and the three compute rates."""
     return {"host_index_us": host_index(cal.host(budget_ms / 3)), **cal.compute(budget_ms)}
-
-
-def time_scale(p: dict, ref: dict, weights: dict) -> float:
-    """A model's time multiplier for a probe p against the reference ref: each probe's time ratio (host_index_us
-    as is, the rates inverted) raised to its weight."""
-    out = 1.0
-    for k, w in weights.items():
-        r = p[k] / ref[k] if k == "host_index_us" else ref[k] / p[k]
-        out *= r ** w
-    return out
 
 
 def summarize(df: pd.DataFrame) -> dict:
@@ -103,9 +94,8 @@ def main() -> int:
     runs = {}
     for f in files:
         sess = make_session(str(f), "cpu", "all", threads=int(cfg["threads"]))
-        i = sess.get_inputs()[0]
-        x = np.random.default_rng(0).standard_normal([d if isinstance(d, int) else 1 for d in i.shape]).astype(np.float32)
-        run = make_runner(sess, {i.name: x}, "e2e")
+        pins = {i.name: [d if isinstance(d, int) else 1 for d in i.shape] for i in sess.get_inputs()}
+        run = make_runner(sess, dummy_feed(sess, pins), "e2e")
         for _ in range(3):
             run()
         runs[f.stem] = (sess, run)

@@ -165,19 +165,18 @@ def main() -> int:
         a = r["arch"]
         if "error" in r:   # kept in the manifest too, so a run whose every architecture failed still says why
             man["failed"][a] = r["error"]
-            paths.atomic_write_text(mpath, json.dumps(man, indent=1, sort_keys=True) + "\n")
             log.warning("%s failed: %s", a, r["error"])
-            continue
-        man["failed"].pop(a, None)
-        tag = "precision_twin" if cfg["dtype"] != "float32" else split.split_of(a)
-        name = a + TWIN_SUFFIX.get(cfg["dtype"], "")
-        for stem, e in r["entries"].items():
-            e["split"] = tag
-            man["files"][stem] = e
-        man["archs"][name] = {"family": split.family.get(a, spec_of(a)["family"]), "split": tag,
-                              "configs": len(r["entries"]), "seconds": r["seconds"]}
+        else:
+            man["failed"].pop(a, None)
+            tag = "precision_twin" if cfg["dtype"] != "float32" else split.split_of(a)
+            name = a + TWIN_SUFFIX.get(cfg["dtype"], "")
+            for stem, e in r["entries"].items():
+                e["split"] = tag
+                man["files"][stem] = e
+            man["archs"][name] = {"family": split.family.get(a, spec_of(a)["family"]), "split": tag,
+                                  "configs": len(r["entries"]), "seconds": r["seconds"]}
+            log.info("%s ok: %d configs in %.1fs", a, len(r["entries"]), r["seconds"])
         paths.atomic_write_text(mpath, json.dumps(man, indent=1, sort_keys=True) + "\n")
-        log.info("%s ok: %d configs in %.1fs", a, len(r["entries"]), r["seconds"])
     if pool is not None:
         pool.close()
     save_resolved(cfg, out_dir, "resolved_config_corpus.json")

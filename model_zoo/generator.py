@@ -4319,7 +4319,7 @@ def _build_res2net(s):
         def __init__(self, ci, w, co, stride, first):
             super().__init__()
             sc = s["scale"]
-            self.w, self.first, self.stride = w, first, stride
+            self.w, self.first = w, first
             self.reduce = cbr(ci, w * sc, 1)
             self.convs = nn.ModuleList([cbr(w, w, 3, stride) for _ in range(sc - 1)])
             self.pool = nn.AvgPool2d(3, stride, 1) if first else None

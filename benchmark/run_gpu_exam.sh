@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Declared in benchmark/gpu_jobs.yaml; run with `hase gpu-job exam_v15`, `hase gpu-job exam_v14`, `hase gpu-job exam_v13` or
-# `hase gpu-job exam_v12` (--dry-run prints the command).
+# Declared in benchmark/gpu_jobs.yaml; run with `hase gpu-job exam_v16`, `hase gpu-job exam_v15`,
+# `hase gpu-job exam_v14`, `hase gpu-job exam_v13` or `hase gpu-job exam_v12` (--dry-run prints the command).
 # GPU job (issue 22): a frozen exam's labels (SPLIT_FILE, e.g. model_zoo/corpus_split_v13.yaml) on one fresh machine:
 # benchmark/run_gpu_corpus.sh with SPLIT=exam LABELS_ONLY=1, CLEAN_SESSIONS clean label sessions per model (in
 # rounds), the CUDA records (RECORDS=1: one machine is enough; the second can set RECORDS=0 TRACE_AFTER=0), one

@@ -18,7 +18,7 @@ from hase.utils.errors import HaseError, run_main  # noqa: E402
 SPLIT_FILE = paths.REPO / "model_zoo" / "corpus_split.yaml"
 CNN_FAMILIES = {"cnn_plain", "cnn_mobile", "cnn_grouped", "unet", "fpn", "convnext", "tcn", "dense",
                 "gan", "yolo", "video3d", "deeplab", "vocoder", "superres", "tasnet", "hrnet", "raft", "vqvae",
-                "capsnet", "nascell", "stn", "res2net", "hourglass"}
+                "capsnet", "nascell", "stn", "res2net", "hourglass", "convmixer", "wavenet"}
 # tcn, vocoder, tasnet: 1-D convs; video3d: 3-D; raft: conv encoders and ConvGRU updates around a parameter-free
 # correlation (MatMul, AvgPool, a Gather or GridSample lookup), no attention
 # not CNNs: the attention and mixing families, rnn (LSTM/GRU; a Conv1d front-end at most), linattn (linear
@@ -33,7 +33,9 @@ CNN_FAMILIES = {"cnn_plain", "cnn_mobile", "cnn_grouped", "unet", "fpn", "convne
 # codebook lookup) and capsnet (two convs, then capsule MatMuls and routing) count as CNNs; so does nascell (cells of
 # convs and pools); neuralode (an MLP field integrated by unrolled steps) and gmlp (token-mixing Linears) do not;
 # stn (conv stages around GridSample resampling) counts as a CNN; xcit and aft (attention without a T x T map) do not;
-# res2net and hourglass (convolution only) count as CNNs; retnet (retention: a T x T map without Softmax) does not
+# res2net and hourglass (convolution only) count as CNNs; retnet (retention: a T x T map without Softmax) does not;
+# convmixer (depthwise and pointwise convs only) and wavenet (causal dilated 1-D convs and 1x1 convs only, as tcn)
+# count as CNNs; t5enc (self-attention with a relative position bias) does not
 # named models that are CNNs (for the corpus's non-CNN share); every other named model has attention or mixing
 NAMED_CNN = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide_resnet50_2", "mobilenet_v2",
              "mobilenet_v3_small", "mobilenet_v3_large", "vgg11", "vgg16_bn", "densenet121", "densenet169",
@@ -60,7 +62,11 @@ NAMED_CNN = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide
              "timm-gcresnet33ts", "timm-nf_regnet_b0", "timm-darknet17",
              # exam v15's named CNNs
              "timm-efficientnet_es", "timm-mobileone_s1", "timm-ese_vovnet39b", "timm-cs3darknet_focus_s",
-             "timm-ecaresnet26t", "timm-dla60_res2net", "timm-fbnetv3_d", "timm-skresnet34"}
+             "timm-ecaresnet26t", "timm-dla60_res2net", "timm-fbnetv3_d", "timm-skresnet34",
+             # exam v16's named CNNs (efficientnet_cc_b0_4e: CondConv, per-sample expert kernels mixed by a routing
+             # MatMul; rdnet_tiny: DenseNet revisited, depthwise convs and concatenation)
+             "timm-mobilenetv1_100", "timm-efficientnet_cc_b0_4e", "timm-rdnet_tiny", "timm-hgnet_small",
+             "timm-ghostnetv3_100", "timm-resnetaa34d", "timm-gernet_m", "timm-selecsls60"}
 
 
 @dataclass
@@ -109,10 +115,14 @@ def load_split(path=SPLIT_FILE) -> Split:
     if not path.exists():
         raise HaseError("corpus split file not found", path)
     d = yaml.safe_load(path.read_text())
+    joins = []
     if isinstance(d.get("train"), dict) and "from" in d["train"]:   # a later exam over an earlier version's training
         base = paths.REPO / d["train"]["from"]                       # split, unchanged (corpus_split_v12.yaml)
         if not base.exists():
             raise HaseError(f"train: from '{d['train']['from']}': corpus split file not found", path)
+        # join_exams: split files whose exam was scored and read; its architectures join this training split
+        # (corpus_split_v16.yaml: v11's training and exam v15), as fit_corpus_timeline's join_exams does at fit time
+        joins = list(d["train"].get("join_exams") or [])
         d["train"] = yaml.safe_load(base.read_text())["train"]
     s = Split(held_out_families=list(d["exam"]["held_out_families"] or {}))
     for fam in list(d["train"]["families"]) + s.held_out_families + list(d["exam"]["fresh_seeds"]):
@@ -125,6 +135,15 @@ def load_split(path=SPLIT_FILE) -> Split:
     for a in d["train"]["named"]:
         s.train.append(a)
         s.family[a] = "named"
+    for f in joins:
+        if not (paths.REPO / f).exists():
+            raise HaseError(f"train: join_exams '{f}': corpus split file not found", path)
+        joined = load_split(paths.REPO / f)
+        seen = set(s.train)
+        for a in joined.exam:
+            if a not in seen:
+                s.train.append(a)
+                s.family[a] = joined.family[a]
     for grp, key in (("held-out family", "held_out_families"), ("fresh seed", "fresh_seeds")):
         for fam, blk in (d["exam"][key] or {}).items():
             for seed in _seeds(blk):

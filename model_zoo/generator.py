@@ -240,9 +240,26 @@ same configs on any machine. Families (each with its own parameter ranges, FAMIL
                pre-norm blocks of parallel retention (q k^T times a causal decay mask gamma^(n-m), a gamma per head,
                no Softmax, applied to v), a per-head GroupNorm, a SiLU gate, a Linear out, and a GELU or SwiGLU FFN
                (ratio 2-4); LayerNorm, the last token, Linear to 10-1000
+  convmixer    ConvMixer over [B, 3, H, W] (size: H = W 96-320, a multiple of the patch): a patch-embedding conv
+               (patch 4-16, stride = patch), GELU, BatchNorm; 4-16 blocks of a depthwise kxk conv (k 5-9, 'same'
+               padding), GELU, BatchNorm and a residual, then a pointwise 1x1 conv, GELU, BatchNorm (width 128-768
+               throughout, one resolution); global average pool, Linear to 10-1000
+  wavenet      WaveNet-like stack over a float input [B, C_in, T] (size: T 1024-16000, C_in 1-80): a 1x1 conv to
+               32-128 residual channels, 1-3 cycles of 6-10 causal dilated Conv1d layers (kernel 2-3, dilation
+               doubling 1..512 within a cycle, left padding by Pad, groups 1), each a gated activation
+               tanh(x_f) * sigmoid(x_g), a 1x1 residual conv added back and a 1x1 skip conv (64-256 channels) summed
+               over layers; ReLU, 1x1 conv, ReLU, 1x1 conv to 1-256 output channels per step: [B, out, T]
+  t5enc        T5-like encoder over a float input [B, T, D] (size: T 32-1024; D 128-768, heads 2-12): no absolute
+               positions; 2-12 pre-norm blocks of a written-out RMSNorm, self-attention (no biases, no 1/sqrt(d)
+               scale, as T5) plus a relative position bias (a learned [buckets 16-64, heads] table gathered by a
+               constant [T, T] table of T5's bidirectional log buckets, [1, heads, T, T], shared by all blocks or one
+               per block) before Softmax, and a gated-GELU FFN (GELU(x wi_0) * (x wi_1), wo; ratio 2-4); a final
+               RMSNorm: [B, T, D]
 Configs: batch 1 always, one batch of 4-16 and one of 32-64 (dlrm: 64-512 and 1024-2048; fttransformer, kan and
-neuralode: 64-256 and 1024-4096), each at a size the family allows (vqvae, capsnet, kan: the batch halves until the largest
-intermediate, a vqvae's distances, a capsnet's prediction vectors, a kan's spline bases, is under 2.5e8 floats); a config whose forward pass exceeds `max_gflop` is run at a
+neuralode: 64-256 and 1024-4096), each at a size the family allows (vqvae, capsnet, kan, wavenet, t5enc: the batch
+halves until the largest intermediate, a vqvae's distances, a capsnet's prediction vectors, a kan's spline bases, a
+wavenet's widest per-step activation, a t5enc's attention scores, is under 2.5e8 floats); a config whose forward
+pass exceeds `max_gflop` is run at a
 smaller batch (so one run stays under ~30 ms on an H200). hrnet, raft and fttransformer fit their configs in the
 spec instead: each at the largest size up to its drawn one that keeps a run under 500 GFLOP (their convs and
 MatMuls counted from the spec: exact for hrnet and raft, a slight overestimate for fttransformer), else a halved
@@ -270,10 +287,11 @@ FAMILIES = ("cnn_plain", "cnn_mobile", "cnn_grouped", "vit", "swin", "hybrid", "
             "ssm", "gan", "moe", "detr", "yolo", "pointnet", "wav2vec", "video3d", "deeplab", "dlrm", "vocoder",
             "superres", "gnn", "diffusion", "implicit", "tasnet", "hrnet", "raft", "fttransformer", "vqvae",
             "capsnet", "kan", "nascell", "neuralode", "gmlp", "xcit", "stn", "aft", "res2net", "hourglass",
-            "retnet")
+            "retnet", "convmixer", "wavenet", "t5enc")
 # families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's or a vocoder's mel bins,
 # a tcn's, an rnn's or an ssm's C_in, an implicit model's 3 coordinates of each of its S points)
-SEQUENCE = ("encoder", "decoder", "conformer", "tcn", "rnn", "ssm", "vocoder", "implicit", "aft", "retnet")
+SEQUENCE = ("encoder", "decoder", "conformer", "tcn", "rnn", "ssm", "vocoder", "implicit", "aft", "retnet",
+            "t5enc")   # (a wavenet's input is channels first, [B, C_in, T]: input_shape)
 MID_BATCHES, BIG_BATCHES = (4, 8, 16), (32, 64)
 
 
@@ -837,6 +855,27 @@ def arch_spec(family: str, seed: int) -> dict:
         s.update(heads=heads, dim=heads * _pick(r, [32, 64]), depth=int(r.integers(2, 9)),
                  ffn=_pick(r, ["gelu", "swiglu"]), ffn_ratio=_pick(r, [2, 3, 4]), classes=_pick(r, [10, 100, 1000]))
         sizes = [32, 64, 128, 256, 384, 512, 768, 1024]
+    elif family == "convmixer":
+        # the widest (768, patch 4, 16 blocks, kernel 9, 320 px) is about 135 GFLOP at batch 1
+        patch = _pick(r, [4, 7, 8, 14, 16])
+        s.update(patch=patch, dim=_pick(r, [128, 256, 384, 512, 768]), depth=int(r.integers(4, 17)),
+                 k=_pick(r, [5, 7, 9]), classes=_pick(r, [10, 100, 1000]))
+        # multiples of the patch, so that the patch grid is exact
+        sizes = sorted({patch * -(-z // patch) for z in range(96, 321, 32)} & set(range(96, 321)))
+    elif family == "wavenet":
+        # layer i of a cycle dilates by 2 ** i; the widest (128 residual, 256 skip, kernel 3, 3 cycles of 10, T 16000)
+        # is about 150 GFLOP at batch 1
+        s.update(c_in=_pick(r, [1, 16, 40, 64, 80]), res_ch=_pick(r, [32, 64, 96, 128]),
+                 skip_ch=_pick(r, [64, 128, 256]), k=_pick(r, [2, 3]), cycles=int(r.integers(1, 4)),
+                 layers=int(r.integers(6, 11)), out_ch=_pick(r, [1, 30, 80, 256]))
+        sizes = [1024, 2048, 4000, 4096, 8000, 8192, 16000]  # time steps (samples or frames)
+    elif family == "t5enc":
+        heads = _pick(r, [2, 4, 6, 8, 12])
+        hd = _pick(r, [32, 64])
+        s.update(heads=heads, dim=heads * (64 if heads == 2 else hd), depth=int(r.integers(2, 13)),
+                 ffn_ratio=_pick(r, [2, 3, 4]), buckets=_pick(r, [16, 32, 64]), max_distance=_pick(r, [64, 128]),
+                 bias_per_layer=bool(r.random() < 0.3), gelu=_pick(r, ["tanh", "none"]))
+        sizes = [32, 64, 128, 256, 384, 512, 768, 1024]
     else:  # perceiver
         stem = _pick(r, ["patch", "conv"])
         patch = _pick(r, [4, 8, 16] if stem == "conv" else [4, 6, 8, 12, 14, 16])  # conv: log2(patch) stride-2 convs
@@ -883,6 +922,10 @@ def _largest_elems(s: dict, size: int) -> int:
         return _caps_n(s, size) * s["classes"] * s["out_dim"] * max(s["prim_dim"], 2)
     if fam == "kan":
         return max([size] + s["widths"]) * (s["grid"] + 2 * s["order"] + 1)
+    if fam == "wavenet":   # the gated conv's 2 x residual channels, the skips or the output, per time step
+        return max(2 * s["res_ch"], s["skip_ch"], s["out_ch"]) * size
+    if fam == "t5enc":     # the attention scores, heads x T x T
+        return s["heads"] * size * size
     return 0
 
 
@@ -4479,6 +4522,164 @@ def _build_retnet(s, size):
     return RetNet()
 
 
+def _build_convmixer(s):
+    import torch.nn as nn
+    d, k = s["dim"], s["k"]
+
+    class Residual(nn.Module):
+        def __init__(self, body):
+            super().__init__()
+            self.body = body
+
+        def forward(self, x):
+            return x + self.body(x)
+
+    class ConvMixer(nn.Module):
+        """Patch conv (stride = patch), GELU, BN; blocks of Residual(depthwise kxk 'same', GELU, BN) then 1x1 conv,
+        GELU, BN; global average pool, Linear."""
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(3, d, s["patch"], s["patch"]), nn.GELU(), nn.BatchNorm2d(d))
+            self.blocks = nn.Sequential(*[nn.Sequential(
+                Residual(nn.Sequential(nn.Conv2d(d, d, k, groups=d, padding=k // 2), nn.GELU(), nn.BatchNorm2d(d))),
+                nn.Conv2d(d, d, 1), nn.GELU(), nn.BatchNorm2d(d)) for _ in range(s["depth"])])
+            self.head = nn.Linear(d, s["classes"])
+
+        def forward(self, x):
+            return self.head(self.blocks(self.stem(x)).mean(dim=(2, 3)))
+
+    return ConvMixer()
+
+
+def _build_wavenet(s):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    rc, sc, k = s["res_ch"], s["skip_ch"], s["k"]
+
+    class Layer(nn.Module):
+        """Left Pad by (k - 1) x dilation, a dilated Conv1d to 2 x rc split into filter and gate,
+        tanh(f) * sigmoid(g); a 1x1 residual conv added to the input (not in the last layer, whose residual output
+        nothing reads) and a 1x1 skip conv."""
+        def __init__(self, dilation, last):
+            super().__init__()
+            self.pad = (k - 1) * dilation
+            self.conv = nn.Conv1d(rc, 2 * rc, k, dilation=dilation)
+            self.res, self.skip = None if last else nn.Conv1d(rc, rc, 1), nn.Conv1d(rc, sc, 1)
+
+        def forward(self, x):
+            f, g = self.conv(F.pad(x, (self.pad, 0))).chunk(2, dim=1)
+            h = torch.tanh(f) * torch.sigmoid(g)
+            return (x if self.res is None else x + self.res(h)), self.skip(h)
+
+    class WaveNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inp = nn.Conv1d(s["c_in"], rc, 1)
+            n = s["cycles"] * s["layers"]
+            self.layers = nn.ModuleList([Layer(2 ** (j % s["layers"]), j == n - 1) for j in range(n)])
+            self.out1, self.out2 = nn.Conv1d(sc, sc, 1), nn.Conv1d(sc, s["out_ch"], 1)
+
+        def forward(self, x):
+            x, skips = self.inp(x), None
+            for layer in self.layers:
+                x, h = layer(x)
+                skips = h if skips is None else skips + h
+            return self.out2(F.relu(self.out1(F.relu(skips))))
+
+    return WaveNet()
+
+
+def _t5_buckets(T: int, buckets: int, max_distance: int):
+    """T5's bidirectional relative-position buckets of a [T, T] grid (key j minus query i): half the buckets for
+    each sign; within a half, exact distances below a quarter of the buckets, then log-spaced up to max_distance."""
+    rel = np.arange(T)[None, :] - np.arange(T)[:, None]
+    half = buckets // 2
+    out = (rel > 0).astype(np.int64) * half
+    n = np.abs(rel)
+    exact = half // 2
+    log_ratio = np.log(np.maximum(n, 1) / exact) / math.log(max_distance / exact)
+    large = exact + (log_ratio * (half - exact)).astype(np.int64)
+    return out + np.where(n < exact, n, np.minimum(large, half - 1))
+
+
+def _build_t5enc(s, size):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    d, h, T = s["dim"], s["heads"], size
+    dh = d // h
+    approx = s["gelu"]
+
+    class RMSNorm(nn.Module):
+        """x * rsqrt(mean(x^2) + eps) * weight, written out (no LayerNormalization, no mean subtraction)."""
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(d))
+
+        def forward(self, x):
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+
+    class RelBias(nn.Module):
+        """A learned [buckets, heads] table gathered by the constant [T, T] bucket ids: [1, heads, T, T]."""
+        def __init__(self, ids):
+            super().__init__()
+            self.table = nn.Embedding(s["buckets"], h)
+            self.ids = ids
+
+        def forward(self):
+            return self.table(self.ids).permute(2, 0, 1).unsqueeze(0)
+
+    class Attention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q, self.k, self.v, self.o = (nn.Linear(d, d, bias=False) for _ in range(4))
+
+        def forward(self, x, bias):
+            B = x.shape[0]
+            q, k, v = (m(x).reshape(B, T, h, dh).transpose(1, 2) for m in (self.q, self.k, self.v))
+            a = torch.softmax(q @ k.transpose(-2, -1) + bias, dim=-1)   # T5: no 1/sqrt(d_h)
+            return self.o((a @ v).transpose(1, 2).reshape(B, T, d))
+
+    class GatedGELU(nn.Module):
+        def __init__(self):
+            super().__init__()
+            f = d * s["ffn_ratio"]
+            self.wi_0, self.wi_1, self.wo = nn.Linear(d, f, bias=False), nn.Linear(d, f, bias=False), \
+                nn.Linear(f, d, bias=False)
+
+        def forward(self, x):
+            return self.wo(F.gelu(self.wi_0(x), approximate=approx) * self.wi_1(x))
+
+    class Block(nn.Module):
+        def __init__(self, rel):
+            super().__init__()
+            self.n1, self.attn, self.n2, self.ffn, self.rel = RMSNorm(), Attention(), RMSNorm(), GatedGELU(), rel
+
+        def forward(self, x, bias):
+            if self.rel is not None:
+                bias = self.rel()
+            x = x + self.attn(self.n1(x), bias)
+            return x + self.ffn(self.n2(x))
+
+    class T5Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("buckets", torch.from_numpy(_t5_buckets(T, s["buckets"], s["max_distance"])))
+            per = s["bias_per_layer"]
+            self.rel = None if per else RelBias(self.buckets)
+            self.blocks = nn.ModuleList([Block(RelBias(self.buckets) if per else None) for _ in range(s["depth"])])
+            self.norm = RMSNorm()
+
+        def forward(self, x):
+            bias = None if self.rel is None else self.rel()
+            for b in self.blocks:
+                x = b(x, bias)
+            return self.norm(x)
+
+    return T5Encoder()
+
+
 def input_shape(spec: dict, batch: int, size: int) -> tuple:
     if spec["family"] == "implicit":  # N points of 3 coordinates, points first: [B, N, 3]
         return (batch, size, 3)
@@ -4493,6 +4694,8 @@ def input_shape(spec: dict, batch: int, size: int) -> tuple:
         return (batch, 3, size)
     if spec["family"] in ("wav2vec", "tasnet"):  # a mono waveform of T samples
         return (batch, 1, size)
+    if spec["family"] == "wavenet":  # C_in channels (1: a waveform; 16-80: features) of T steps, channels first
+        return (batch, spec["c_in"], size)
     if spec["family"] == "video3d":  # a clip of T frames of size x size
         return (batch, 3, spec["frames"], size, size)
     if spec["family"] == "dlrm":  # dense features then `size` lookups per table, packed in one float tensor
@@ -4514,7 +4717,7 @@ def file_stem(spec: dict, batch: int, size: int) -> str:
     samples, a video3d's H x W (its frames are fixed per architecture), a dlrm's 1 x (dense features + tables x
     lookups per table), a vocoder's frames x 80 mel bins, a superres's H x W, a gnn's N x (F_in + N), a diffusion's
     H x W, an implicit model's points x 3, a tasnet's 1 x samples, an hrnet's or a raft's H x W, an fttransformer's
-    1 x features (its input [B, F] has no H)."""
+    1 x features (its input [B, F] has no H), a wavenet's C_in x time steps, a t5enc's sequence x width."""
     shape = input_shape(spec, batch, size)
     h = shape[-2] if len(shape) > 2 else 1
     return Path(paths.model_file(spec["arch"], batch, h, shape[-1])).stem

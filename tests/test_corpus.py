@@ -27,7 +27,7 @@ SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1,
          "yolo": 2, "pointnet": 3, "wav2vec": 7, "video3d": 6, "deeplab": 0, "dlrm": 4, "vocoder": 2, "superres": 0,
          "gnn": 1, "diffusion": 5, "implicit": 7, "tasnet": 1, "hrnet": 2, "raft": 3, "fttransformer": 6,
          "vqvae": 2, "capsnet": 2, "kan": 1, "nascell": 1, "neuralode": 3, "gmlp": 1, "xcit": 1, "stn": 1,
-         "aft": 7, "res2net": 4, "hourglass": 8, "retnet": 2}
+         "aft": 7, "res2net": 4, "hourglass": 8, "retnet": 2, "convmixer": 5, "wavenet": 10, "t5enc": 3}
 # tcn-s1: gated, LayerNorm, an uneven 'same' Pad; perceiver-s8: 2 MHA cross blocks; rnn-s1: a stride-2 Conv1d
 # front-end, 3 GRU layers, a mean head; linattn-s1: conv stem, elu+1 linear attention by MatMul; ssm-s1: 3 Mamba-like
 # blocks, a chunked scan (3 chunks of 64 at T 192); ssm-s5 (S4D, a long-convolution kernel) is exported by seed checks;
@@ -53,7 +53,9 @@ SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1,
 # xcit-s1: patch 16, 4 heads of 32, 10 blocks with the local patch interaction; stn-s1: 2 spatial transformers,
 # bilinear, zero padding; aft-s7: AFT-full, D 64, 1024 tokens (a 1024 x 1024 position bias a block)
 # res2net-s4: scale 2, width 32, stages of 1, 2, 3 bottlenecks; hourglass-s8: 2 stacks of depth 3, 64 channels;
-# retnet-s2: 4 heads of 32, 8 blocks, SwiGLU
+# retnet-s2: 4 heads of 32, 8 blocks, SwiGLU; convmixer-s5: patch 16, width 256, 13 blocks of kernel 5;
+# wavenet-s10: 40 channels in, 6 layers of kernel 2 (dilation 1-32), 128 residual, 256 skip, 256 out, T 1024;
+# t5enc-s3: 4 heads of 32, 5 blocks, 64 buckets shared by the blocks
 
 
 def test_specs_are_seeded_and_reproducible():
@@ -813,3 +815,98 @@ def test_an_architecture_that_fails_to_build_is_listed_in_the_manifest(tmp_path)
                     "--set", "workers=1"], tmp_path, check=False)
     man = json.loads((tmp_path / "model_zoo/models/corpus_manifest.json").read_text())
     assert set(man["failed"]) == {"no_such_net"} and man["failed"]["no_such_net"] and not man["files"], (r.stderr, man)
+
+
+def test_exam_v16_is_a_new_exam_over_v11s_training_and_exam_v15():
+    """corpus_split_v16.yaml: v11's training split plus exam v15's architectures (train: join_exams; res2net,
+    hourglass and retnet train now), an exam disjoint from it and from exams v11-v15 by architecture and by
+    (family, seed), three held-out families no other split names, fresh seeds of every family seen before (v15's
+    held-out ones included), >= 6 named models in no other split, >= 40% not CNNs."""
+    from hase.utils import paths
+    v11 = corpus.load_split()
+    older = [corpus.load_split(paths.REPO / "model_zoo" / f"corpus_split_v{n}.yaml") for n in (12, 13, 14, 15)]
+    v15 = older[-1]
+    v16 = corpus.load_split(paths.REPO / "model_zoo" / "corpus_split_v16.yaml")
+    assert set(v16.train) == set(v11.train) | set(v15.exam) and len(v16.train) == len(set(v16.train))
+    assert {"res2net-s0", "hourglass-s8", "retnet-s4", "timm-skresnet34"} <= set(v16.train)
+    assert v16.family["tcn-s15001"] == "tcn" and v16.family["timm-fastvit_mci0"] == "named"
+    assert not set(v16.exam) & set(v16.train)
+    everything = {a for s in [v11, *older] for a in s.train + s.exam}
+    assert not set(v16.exam) & everything
+    fam_seed = lambda s, archs: {(s.family[a], a.rsplit("-s", 1)[1]) for a in archs if s.family[a] != "named"}  # noqa
+    assert not fam_seed(v16, v16.exam) & {fs for s in [v11, *older] for fs in fam_seed(s, s.train + s.exam)}
+    held = set(v16.held_out_families)
+    seen = {s.family[a] for s in [v11, *older] for a in s.train + s.exam}
+    assert held == {"convmixer", "wavenet", "t5enc"} and not held & seen
+    assert {v16.family[a] for a in v16.exam if v16.exam_group[a] == "fresh seed"} == seen - {"named"}
+    named = [a for a in v16.exam if v16.exam_group[a] == "named"]
+    assert len(named) >= 6 and not set(named) & everything
+    assert sum(not v16.is_cnn(a) for a in named) == len(named) // 2
+    assert sum(not v16.is_cnn(a) for a in v16.exam) >= 0.4 * len(v16.exam)
+    assert len(v16.exam) == 143
+
+
+def test_join_exams_in_a_split_file_trains_the_joined_exam(tmp_path):
+    """A split's train: {from, join_exams}: the joined exam's architectures train, so an exam that names one of them
+    is refused, and a joined file that does not exist is named."""
+    d = yaml.safe_load((REPO / "model_zoo/corpus_split_v16.yaml").read_text())
+    d["exam"]["fresh_seeds"]["retnet"] = {"seeds": [[0, 1]]}          # retnet-s0: exam v15's, trains in v16
+    bad = tmp_path / "split.yaml"
+    bad.write_text(yaml.safe_dump(d))
+    with pytest.raises(HaseError, match="both splits"):
+        corpus.load_split(bad)
+    d = yaml.safe_load((REPO / "model_zoo/corpus_split_v16.yaml").read_text())
+    d["train"]["join_exams"] = ["model_zoo/nope.yaml"]
+    bad.write_text(yaml.safe_dump(d))
+    with pytest.raises(HaseError, match="join_exams 'model_zoo/nope.yaml'"):
+        corpus.load_split(bad)
+
+
+@pytest.mark.parametrize("fam,seed", [("convmixer", 5), ("convmixer", 9), ("wavenet", 10), ("wavenet", 4),
+                                      ("t5enc", 3), ("t5enc", 7)])
+def test_v16_family_exports_runs_and_does_what_it_says(tmp_path, fam, seed):
+    """The exam v16 held-out families at a small size, batch 2: the project's export path, the CPU EP, ORT equal to
+    PyTorch, and each family's defining structure in the graph; convmixer: a patch conv of stride = patch, then per
+    block one depthwise kxk conv with 'same' pads and one 1x1 conv, each followed by GELU and a BatchNormalization
+    left in the graph (nothing before it to fold into); wavenet: [B, out, T], groups 1 everywhere, one Pad and one
+    dilated conv per layer (dilations doubling within a cycle), and causal (moving the last step moves only the
+    last output step); t5enc: [B, T, D], one Softmax per block, no LayerNormalization, Sin or Cos, the bias table
+    Gathered once (shared) or once per block, and Toeplitz bucket ids (a function of key - query only)."""
+    import onnx
+    size = {"convmixer": 96, "wavenet": 1024, "t5enc": 64}[fam]
+    spec, model, shape, out, sess, x, y = _export_and_run(tmp_path, fam, seed, size, 2)
+    graph = onnx.load(str(out)).graph
+    ops = [n.op_type for n in graph.node]
+    attr = lambda n, k: next((list(a.ints) if a.ints else a.i for a in n.attribute if a.name == k), None)  # noqa
+    convs = [n for n in graph.node if n.op_type == "Conv"]
+    _matches_pytorch(model, x, y)
+    if fam == "convmixer":
+        d, k, p, depth = spec["dim"], spec["k"], spec["patch"], spec["depth"]
+        assert y.shape == (2, spec["classes"])
+        assert attr(convs[0], "kernel_shape") == [p, p] and attr(convs[0], "strides") == [p, p]
+        dw = [n for n in convs if attr(n, "group") == d]
+        assert len(dw) == depth and all(attr(n, "kernel_shape") == [k, k] and attr(n, "pads") == [k // 2] * 4
+                                        for n in dw)
+        assert len(convs) == 1 + 2 * depth and ops.count("BatchNormalization") == 1 + 2 * depth
+        assert ops.count("Erf") == 1 + 2 * depth and "Pad" not in ops
+    elif fam == "wavenet":
+        n = spec["cycles"] * spec["layers"]
+        assert y.shape == (2, spec["out_ch"], size)
+        assert all(attr(c, "group") in (None, 1) for c in convs)
+        assert len(convs) == 2 + 3 * n and ops.count("Pad") == n
+        dil = [attr(c, "dilations")[0] for c in convs if attr(c, "kernel_shape") == [spec["k"]]]
+        assert dil == [2 ** (j % spec["layers"]) for j in range(n)]
+        x2 = x.copy()
+        x2[..., -1] += 1.0
+        y2 = sess.run(None, {sess.get_inputs()[0].name: x2})[0]
+        assert np.allclose(y2[..., :-1], y[..., :-1], rtol=1e-4, atol=1e-5)
+        assert not np.allclose(y2[..., -1], y[..., -1], rtol=1e-4, atol=1e-5)
+    else:
+        depth = spec["depth"]
+        assert y.shape == (2, size, spec["dim"])
+        assert ops.count("Softmax") == depth and not {"LayerNormalization", "Sin", "Cos"} & set(ops)
+        assert ops.count("Gather") == (depth if spec["bias_per_layer"] else 1)
+        assert ops.count("ReduceMean") == 2 * depth + 1           # RMSNorm written out: two a block and a final one
+        ids = model.buckets.numpy()
+        assert ids.shape == (size, size) and (ids[1:, 1:] == ids[:-1, :-1]).all()
+        assert ids.min() == 0 and ids.max() < spec["buckets"] and ids[0, 1] != ids[1, 0]

@@ -183,6 +183,40 @@ def recurrent_steps(k: dict) -> int:
     return recurrent_step(k.get("op_type"), k.get("attributes") or {}, _shape((k.get("inputs") or [None])[0]))[0]
 
 
+# InstanceNormalization on the CUDA EP (and GroupNormalization, priced as its kin): ORT takes the statistics with
+# cuDNN's batch norm over the input viewed as [1, N*C, L] (6 launches), then normalizes elementwise. With many short
+# instances the kernel runs at a fixed throughput: 8.0-8.6 ns per instance over retnet's GroupNorm per head (exam v15
+# on the H100: 32,768-196,608 instances of L = 32-64), 8.9-9.4 ns over gan's (16,384 instances of L = 144), more
+# per instance for longer L. The trees, trained up to 16,384 instances, flatten past them (retnet: x0.07), so a node
+# is priced at least at that throughput: INSTANCE_FLOOR_QUANTILE of the time per instance over this GPU's training
+# nodes with INSTANCE_FLOOR_MIN or more instances, times its own N*C. Few long instances (mixer, diffusion: <= 1,024)
+# sit far above the floor and keep the trees' price (inference/results/nvidia-h100/compare_instance_norm/).
+INSTANCE_OPS = ("InstanceNormalization", "GroupNormalization")
+INSTANCE_FLOOR_MIN = 4096
+INSTANCE_FLOOR_QUANTILE = 0.05
+INSTANCE_FLOOR_NODES = 10      # fewer such training nodes: no floor
+
+
+def instances(k: dict) -> float:
+    """N*C of an instance-norm node (its input's first two dims); 0 for every other node."""
+    if k.get("op_type") not in INSTANCE_OPS:
+        return 0.0
+    x = _shape((k.get("inputs") or [None])[0])
+    return float(np.prod(x[:2])) if len(x) >= 2 else 0.0
+
+
+def instance_floor(kernels: list, gpu_us) -> dict:
+    """The throughput floor of instance-norm nodes from training nodes: {us_per_instance, nodes, ...}; {} when
+    fewer than INSTANCE_FLOOR_NODES nodes have INSTANCE_FLOOR_MIN instances or more."""
+    n = np.array([instances(k) for k in kernels], float)
+    g = np.asarray(gpu_us, float)
+    keep = (n >= INSTANCE_FLOOR_MIN) & (g > 0)
+    if keep.sum() < INSTANCE_FLOOR_NODES:
+        return {}
+    return {"us_per_instance": float(np.quantile(g[keep] / n[keep], INSTANCE_FLOOR_QUANTILE)),
+            "nodes": int(keep.sum()), "min_instances": INSTANCE_FLOOR_MIN, "quantile": INSTANCE_FLOOR_QUANTILE}
+
+
 def one_step(k: dict) -> dict:
     """A recurrent node as one step of one direction: T -> 1 in its activation shapes, the step's FLOPs
     (ort_analysis.flops.recurrent_step), the weights read once per step."""
@@ -302,6 +336,7 @@ class NodeModel:
             m = xgb.XGBRegressor(**{**PARAMS, **(params or {})})
             m.fit(XX.to_numpy(np.float32), y)
             self.boosters[name] = m.get_booster()
+        self.manifest["instance_floor"] = instance_floor(kernels, gpu_us)   # this GPU's nodes only
         self.manifest.update({"features": list(X.columns), "type_codes": self.type_codes, "nodes": len(kernels),
                               "recurrent_per_step": True, "recurrent_nodes": int((steps > 1).sum()),
                               "float_dtypes": sorted(float_dtypes(kernels))})
@@ -336,6 +371,9 @@ class NodeModel:
                 import xgboost as xgb
                 y = b.predict(xgb.DMatrix(xx))
             out.append(np.maximum(np.expm1(y), 0.0) * steps)
+        floor = (self.manifest.get("instance_floor") or {}).get("us_per_instance")
+        if floor:   # models fitted before the floor (none in their manifest): as they were
+            out[0] = np.maximum(out[0], floor * np.array([instances(k) for k in kernels], float))
         return out[0], out[1]
 
     def unseen(self, kernels: list) -> np.ndarray:

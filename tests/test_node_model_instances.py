@@ -1,0 +1,51 @@
+"""The instance-norm throughput floor of inference/node_model.py: ORT's CUDA InstanceNormalization (cuDNN batch-norm
+statistics over [1, N*C, L]) runs many short instances at a fixed time per instance, so a node past the trees'
+training range is priced at least at the training nodes' time per instance times its own N*C."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hase.graph_model.dag_critical_path import records_in_file
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS_RECORDS = REPO / "ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz"
+
+
+def test_instances_and_the_floor_statistic():
+    from hase.inference.node_model import INSTANCE_FLOOR_NODES, instance_floor, instances
+    inorm = {"op_type": "InstanceNormalization", "inputs": [{"shape": [49152, 4, 32]}]}
+    assert instances(inorm) == 49152 * 4 and instances(dict(inorm, op_type="GroupNormalization")) == 49152 * 4
+    assert instances({"op_type": "LayerNormalization", "inputs": [{"shape": [49152, 4, 32]}]}) == 0.0
+    big = [dict(inorm, inputs=[{"shape": [n, 4, 32]}]) for n in range(2048, 2048 + 64 * INSTANCE_FLOOR_NODES, 64)]
+    f = instance_floor(big, [0.008 * instances(k) for k in big])
+    assert f["us_per_instance"] == pytest.approx(0.008) and f["nodes"] == INSTANCE_FLOOR_NODES
+    assert instance_floor(big[:INSTANCE_FLOOR_NODES - 1], [1.0] * (INSTANCE_FLOOR_NODES - 1)) == {}   # too few: none
+    small = [dict(inorm, inputs=[{"shape": [8, 4, 9000]}])] * 50                                      # < 4096 instances
+    assert instance_floor(small, [30.0] * 50) == {}
+
+
+def test_an_instance_norm_past_the_training_range_is_priced_at_the_throughput_floor():
+    """Trained on N*C up to 16,384 at 9 ns per instance, a node of 131,072 instances is priced ~8x one of 16,384
+    (the trees alone flatten at the largest they saw); its host dispatch stays that of a small one."""
+    from hase.inference.node_model import NodeModel
+    recs = records_in_file(CORPUS_RECORDS)
+    inorm = next(k for m in sorted(recs) for k in recs[m]["kernels"] if k["op_type"] == "InstanceNormalization")
+    others = [k for m in sorted(recs)[:6] for k in recs[m]["kernels"]]
+
+    def at(n, c, length=32):
+        sh = lambda e: dict(e, shape=[n, c, length]) if e else e  # noqa: E731
+        return dict(inorm, inputs=[sh(inorm["inputs"][0])] + list(inorm["inputs"][1:]),
+                    outputs=[sh(e) for e in inorm["outputs"]])
+    train = [at(n, c) for n in (1, 8, 64, 512, 2048, 4096) for c in (2, 4)] * 4 + others
+    g = np.array([2.0 + 0.009 * np.prod(k["inputs"][0]["shape"][:2]) if k["op_type"] == "InstanceNormalization"
+                  else 3.0 for k in train])
+    nm = NodeModel().fit(train, g, np.full(len(train), 7.0), {"n_estimators": 80})
+    assert nm.manifest["instance_floor"]["us_per_instance"] == pytest.approx(0.009, rel=0.1)
+    pg, ph = nm.predict([at(4096, 4), at(32768, 4)])
+    assert pg[1] == pytest.approx(0.009 * 131072, rel=0.15) and pg[1] / pg[0] > 6
+    assert ph[1] == pytest.approx(ph[0], rel=0.05)
+    # a model fitted before the floor (none in its manifest) predicts as it did: flat past the range
+    nm.manifest.pop("instance_floor")
+    old, _ = nm.predict([at(4096, 4), at(32768, 4)])
+    assert old[1] / old[0] < 1.5

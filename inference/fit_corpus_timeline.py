@@ -41,7 +41,7 @@ from hase.inference.fit_measured_timeline import (IDLE_BUSY_MAX, clean_labels, c
                                              spread_factors)
 from hase.inference import machine_calibration as mc  # noqa: E402
 from hase.inference.node_model import NodeModel, kernel_ms, per_group_candidate, with_context  # noqa: E402
-from hase.model_zoo.corpus import load_split  # noqa: E402
+from hase.model_zoo.corpus import joined_exam_archs, load_split  # noqa: E402
 from hase.utils import paths  # noqa: E402
 from hase.utils.config import base_parser, from_args, save_resolved  # noqa: E402
 from hase.utils.errors import HaseError, run_main  # noqa: E402
@@ -72,13 +72,7 @@ DEFAULTS = {"timeline_dirs": ["benchmark/results/nvidia-h200/corpus/machine_*"],
 def training_archs(split, join_exams) -> list:
     """The training split's architectures, then those of each scored exam in `join_exams` (split files) that are not
     there yet; their families are added to split.family. An exam not listed stays out."""
-    archs, seen = list(split.train), set(split.train)
-    for f in join_exams or []:
-        joined = load_split(paths.REPO / f)
-        archs += [a for a in joined.exam if a not in seen]
-        seen.update(joined.exam)
-        split.family.update({a: joined.family[a] for a in joined.exam})
-    return archs
+    return list(split.train) + joined_exam_archs(join_exams, split.train, split.family)
 
 
 def split_sessions(timeline_dirs, algo: str, archs, busy_max: float = IDLE_BUSY_MAX) -> tuple:

@@ -110,6 +110,22 @@ def _seeds(block: dict) -> list:
     return [s for lo, hi in rs for s in range(int(lo), int(hi))]
 
 
+def joined_exam_archs(files, have, family: dict, where=None) -> list:
+    """The architectures of each scored exam in `files` (split files) that are not in `have`, in order; their
+    families go into `family`. Used by load_split (a split's `train: join_exams`) and by fit_corpus_timeline."""
+    out, seen = [], set(have)
+    for f in files or []:
+        p = paths.REPO / f
+        if not p.exists():
+            raise HaseError(f"train: join_exams '{f}': corpus split file not found", where or p)
+        joined = load_split(p)
+        new = [a for a in joined.exam if a not in seen]
+        out += new
+        seen.update(new)
+        family.update({a: joined.family[a] for a in new})
+    return out
+
+
 def load_split(path=SPLIT_FILE) -> Split:
     path = Path(path)
     if not path.exists():
@@ -135,15 +151,7 @@ def load_split(path=SPLIT_FILE) -> Split:
     for a in d["train"]["named"]:
         s.train.append(a)
         s.family[a] = "named"
-    for f in joins:
-        if not (paths.REPO / f).exists():
-            raise HaseError(f"train: join_exams '{f}': corpus split file not found", path)
-        joined = load_split(paths.REPO / f)
-        seen = set(s.train)
-        for a in joined.exam:
-            if a not in seen:
-                s.train.append(a)
-                s.family[a] = joined.family[a]
+    s.train += joined_exam_archs(joins, s.train, s.family, path)
     for grp, key in (("held-out family", "held_out_families"), ("fresh seed", "fresh_seeds")):
         for fam, blk in (d["exam"][key] or {}).items():
             for seed in _seeds(blk):

@@ -57,7 +57,8 @@ def main() -> int:
     models = sorted(set(meas.index) & set(cases["model"]))
     records, _ = available_records(rc["records"], models)
     models = [m for m in models if m in records]
-    pr = predictions(rc["timeline_model"], rc.get("predictor_dir", ""), records, models, load_split())
+    split = load_split(paths.REPO / rc["split_file"])   # the exam scored, not the default split
+    pr = predictions(rc["timeline_model"], rc.get("predictor_dir", ""), records, models, split)
     par = model["params"]
     rows = []
     for m in models:

@@ -255,6 +255,25 @@ same configs on any machine. Families (each with its own parameter ranges, FAMIL
                constant [T, T] table of T5's bidirectional log buckets, [1, heads, T, T], shared by all blocks or one
                per block) before Softmax, and a gated-GELU FFN (GELU(x wi_0) * (x wi_1), wo; ratio 2-4); a final
                RMSNorm: [B, T, D]
+  llama        LLaMA-like pre-norm causal decoder over a float input [B, T, D] (size: T 32-1024; D 128-1024): rotary
+               position embeddings (constant cos/sin tables, rotate-half by Slice, Neg and Concat; base 1e4 or 5e5)
+               on q and k, grouped-query attention (1, 2, 4 or all key/value heads, repeated by Expand and Reshape),
+               a causal -inf mask added to the scores or SDPA is_causal, written-out RMSNorm, a SwiGLU FFN
+               (SiLU(x W1) * (x W3), W2; hidden 8/3 D rounded to 64, x1-1.3), 2-12 blocks; a final RMSNorm and an
+               optional per-token head (1000 or 4096): [B, T, D or vocab]
+  maxvit       MaxViT-like over [B, 3, H, W] (size: H = W 96-448, a multiple of window x 2^(stages + 1)): a stem of
+               two 3x3 convs (the first stride 2); 2-4 stages of 1-3 blocks, each an MBConv (1x1 expand x4,
+               depthwise 3x3 of stride 2 in a stage's first block, squeeze-and-excite, 1x1 project, BatchNorm, GELU;
+               a pooled 1x1 shortcut when it strides), then block attention (non-overlapping P x P windows) and
+               grid attention (a dilated G x G grid), each LayerNorm, multi-head attention (heads of 32) with an
+               optional learned relative position bias gathered by constant ids, a residual and a LayerNorm MLP
+               (x4); window 7 or 8; global average pool, LayerNorm, Linear to 10-1000
+  focalnet     FocalNet-like over [B, 3, H, W] (size: H = W 128-320, a multiple of 4 x 2^(stages - 1)): a 4x4 patch
+               conv and LayerNorm, 3-4 stages (width 64-128 doubling; a 2x2 stride-2 conv between), blocks of
+               LayerNorm, focal modulation (a Linear to q, context and L + 1 gates, L = 2-3 levels of depthwise
+               kxk conv + GELU on the context (k 3, 5, 7), each gated and summed, a gated global average context,
+               a 1x1 conv modulator multiplied into q, a Linear out), a residual and a LayerNorm GELU MLP (x4),
+               channels last; global average pool, LayerNorm, Linear to 10-1000
 Configs: batch 1 always, one batch of 4-16 and one of 32-64 (dlrm: 64-512 and 1024-2048; fttransformer, kan and
 neuralode: 64-256 and 1024-4096), each at a size the family allows (vqvae, capsnet, kan, wavenet, t5enc: the batch
 halves until the largest intermediate, a vqvae's distances, a capsnet's prediction vectors, a kan's spline bases, a
@@ -287,11 +306,11 @@ FAMILIES = ("cnn_plain", "cnn_mobile", "cnn_grouped", "vit", "swin", "hybrid", "
             "ssm", "gan", "moe", "detr", "yolo", "pointnet", "wav2vec", "video3d", "deeplab", "dlrm", "vocoder",
             "superres", "gnn", "diffusion", "implicit", "tasnet", "hrnet", "raft", "fttransformer", "vqvae",
             "capsnet", "kan", "nascell", "neuralode", "gmlp", "xcit", "stn", "aft", "res2net", "hourglass",
-            "retnet", "convmixer", "wavenet", "t5enc")
+            "retnet", "convmixer", "wavenet", "t5enc", "llama", "maxvit", "focalnet")
 # families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's or a vocoder's mel bins,
 # a tcn's, an rnn's or an ssm's C_in, an implicit model's 3 coordinates of each of its S points)
 SEQUENCE = ("encoder", "decoder", "conformer", "tcn", "rnn", "ssm", "vocoder", "implicit", "aft", "retnet",
-            "t5enc")   # (a wavenet's input is channels first, [B, C_in, T]: input_shape)
+            "t5enc", "llama")   # (a wavenet's input is channels first, [B, C_in, T]: input_shape)
 MID_BATCHES, BIG_BATCHES = (4, 8, 16), (32, 64)
 
 
@@ -876,6 +895,28 @@ def arch_spec(family: str, seed: int) -> dict:
                  ffn_ratio=_pick(r, [2, 3, 4]), buckets=_pick(r, [16, 32, 64]), max_distance=_pick(r, [64, 128]),
                  bias_per_layer=bool(r.random() < 0.3), gelu=_pick(r, ["tanh", "none"]))
         sizes = [32, 64, 128, 256, 384, 512, 768, 1024]
+    elif family == "llama":
+        heads = _pick(r, [4, 8, 12, 16])
+        hd = _pick(r, [32, 64])
+        s.update(heads=heads, dim=heads * hd, kv_heads=_pick(r, [1, 2, 4, heads]), depth=int(r.integers(2, 13)),
+                 ffn_mult=float(_pick(r, [1.0, 1.3])), rope_base=float(_pick(r, [1e4, 5e5])),
+                 attn=_pick(r, ["manual", "sdpa"]), vocab=_pick(r, [0, 1000, 4096]))
+        sizes = [32, 64, 128, 256, 384, 512, 768, 1024]
+    elif family == "maxvit":
+        window, stages = _pick(r, [7, 8]), int(r.integers(2, 5))
+        s.update(window=window, stages=stages, stem_w=_pick(r, [32, 64]), base=_pick(r, [32, 64, 96]),
+                 depths=[int(r.integers(1, 4)) for _ in range(stages)], rel_bias=bool(r.random() < 0.5),
+                 classes=_pick(r, [10, 100, 1000]))
+        unit = window * 2 ** (stages + 1)   # every stage's map an exact multiple of the window (and of the grid)
+        sizes = [z for z in range(unit, 449, unit) if z >= 96] or [unit]
+    elif family == "focalnet":
+        stages = int(r.integers(3, 5))
+        s.update(stages=stages, base=_pick(r, [64, 96, 128]), levels=_pick(r, [2, 3]), k0=_pick(r, [3, 5]),
+                 depths=[int(r.integers(1, 3)) for _ in range(stages)], norm_modulator=bool(r.random() < 0.5),
+                 classes=_pick(r, [10, 100, 1000]))
+        s["depths"][-2] = int(r.integers(2, 7))   # the third stage is the deep one, as in Swin and FocalNet
+        unit = 4 * 2 ** (stages - 1)
+        sizes = [z for z in range(128, 321, 32) if z % unit == 0]
     else:  # perceiver
         stem = _pick(r, ["patch", "conv"])
         patch = _pick(r, [4, 8, 16] if stem == "conv" else [4, 6, 8, 12, 14, 16])  # conv: log2(patch) stride-2 convs
@@ -926,6 +967,10 @@ def _largest_elems(s: dict, size: int) -> int:
         return max(2 * s["res_ch"], s["skip_ch"], s["out_ch"]) * size
     if fam == "t5enc":     # the attention scores, heads x T x T
         return s["heads"] * size * size
+    if fam == "llama":     # the attention scores, heads x T x T
+        return s["heads"] * size * size
+    if fam == "maxvit":    # the first stage's attention scores (heads x tokens x window^2) or its MBConv expansion
+        return (size // 4) ** 2 * max(s["window"] ** 2 * max(s["base"] // 32, 1), 4 * s["base"])
     return 0
 
 
@@ -4678,6 +4723,263 @@ def _build_t5enc(s, size):
             return self.norm(x)
 
     return T5Encoder()
+
+
+def _rmsnorm(d):
+    import torch
+    import torch.nn as nn
+
+    class RMSNorm(nn.Module):
+        """x * rsqrt(mean(x^2) + eps) * weight, written out."""
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(d))
+
+        def forward(self, x):
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+    return RMSNorm()
+
+
+def _build_llama(s, size):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    d, h, kvh, T = s["dim"], s["heads"], s["kv_heads"], size
+    hd, rep = d // h, h // kvh
+    hidden = 64 * -(-int(8 * d / 3 * s["ffn_mult"]) // 64)
+
+    def rotate_half(x):
+        return torch.cat([-x[..., hd // 2:], x[..., :hd // 2]], dim=-1)
+
+    class Attention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q, self.o = nn.Linear(d, d, bias=False), nn.Linear(d, d, bias=False)
+            self.k, self.v = nn.Linear(d, kvh * hd, bias=False), nn.Linear(d, kvh * hd, bias=False)
+
+        def forward(self, x, cos, sin, mask):
+            B = x.shape[0]
+            q = self.q(x).reshape(B, T, h, hd).transpose(1, 2)
+            k = self.k(x).reshape(B, T, kvh, hd).transpose(1, 2)
+            v = self.v(x).reshape(B, T, kvh, hd).transpose(1, 2)
+            q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+            if rep > 1:   # grouped-query attention: each key/value head serves `rep` query heads
+                k = k[:, :, None].expand(B, kvh, rep, T, hd).reshape(B, h, T, hd)
+                v = v[:, :, None].expand(B, kvh, rep, T, hd).reshape(B, h, T, hd)
+            if mask is None:
+                o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                o = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(hd) + mask, dim=-1) @ v
+            return self.o(o.transpose(1, 2).reshape(B, T, d))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.n1, self.attn, self.n2 = _rmsnorm(d), Attention(), _rmsnorm(d)
+            self.w1, self.w3 = nn.Linear(d, hidden, bias=False), nn.Linear(d, hidden, bias=False)
+            self.w2 = nn.Linear(hidden, d, bias=False)
+
+        def forward(self, x, cos, sin, mask):
+            x = x + self.attn(self.n1(x), cos, sin, mask)
+            y = self.n2(x)
+            return x + self.w2(F.silu(self.w1(y)) * self.w3(y))
+
+    class Llama(nn.Module):
+        def __init__(self):
+            super().__init__()
+            inv = 1.0 / s["rope_base"] ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd)
+            ang = torch.arange(T, dtype=torch.float32)[:, None] * inv[None, :]
+            ang = torch.cat([ang, ang], dim=-1)                               # [T, hd]
+            self.register_buffer("cos", ang.cos()[None, None])
+            self.register_buffer("sin", ang.sin()[None, None])
+            self.register_buffer("mask", None if s["attn"] == "sdpa" else
+                                 torch.full((T, T), float("-inf")).triu(1)[None, None])
+            self.blocks = nn.ModuleList([Block() for _ in range(s["depth"])])
+            self.norm = _rmsnorm(d)
+            self.head = nn.Linear(d, s["vocab"], bias=False) if s["vocab"] else None
+
+        def forward(self, x):
+            for b in self.blocks:
+                x = b(x, self.cos, self.sin, self.mask)
+            x = self.norm(x)
+            return x if self.head is None else self.head(x)
+
+    return Llama()
+
+
+def _build_maxvit(s, size):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    P = s["window"]
+
+    def bn_act(c, act=True):
+        return nn.Sequential(nn.BatchNorm2d(c), nn.GELU()) if act else nn.BatchNorm2d(c)
+
+    class MBConv(nn.Module):
+        """1x1 expand x4, depthwise 3x3 (stride 1 or 2), squeeze-and-excite (1/4 of cin), 1x1 project; a residual
+        (average-pooled and 1x1-projected when it strides or widens)."""
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            mid = 4 * cout
+            self.body = nn.Sequential(nn.Conv2d(cin, mid, 1, bias=False), bn_act(mid),
+                                      nn.Conv2d(mid, mid, 3, stride, 1, groups=mid, bias=False), bn_act(mid))
+            self.se = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(mid, max(cin // 4, 8), 1), nn.SiLU(),
+                                    nn.Conv2d(max(cin // 4, 8), mid, 1), nn.Sigmoid())
+            self.proj = nn.Sequential(nn.Conv2d(mid, cout, 1, bias=False), bn_act(cout, act=False))
+            self.short = None if (stride == 1 and cin == cout) else nn.Sequential(
+                nn.AvgPool2d(stride) if stride > 1 else nn.Identity(), nn.Conv2d(cin, cout, 1))
+
+        def forward(self, x):
+            y = self.body(x)
+            y = self.proj(y * self.se(y))
+            return y + (x if self.short is None else self.short(x))
+
+    class RelAttention(nn.Module):
+        """Multi-head self-attention over [N, P*P, C] windows, with a learned [(2P-1)^2, heads] relative bias
+        gathered by constant ids (optional)."""
+        def __init__(self, c):
+            super().__init__()
+            self.h = max(c // 32, 1)
+            self.c, self.scale = c, 1.0 / math.sqrt(c // self.h)
+            self.qkv, self.o = nn.Linear(c, 3 * c), nn.Linear(c, c)
+            self.table = nn.Parameter(torch.randn((2 * P - 1) ** 2, self.h) * 0.02) if s["rel_bias"] else None
+            yy, xx = torch.meshgrid(torch.arange(P), torch.arange(P), indexing="ij")
+            co = torch.stack([yy.flatten(), xx.flatten()])                    # [2, P*P]
+            rel = (co[:, :, None] - co[:, None, :]) + (P - 1)
+            self.register_buffer("ids", rel[0] * (2 * P - 1) + rel[1])       # [P*P, P*P]
+
+        def forward(self, x):
+            N, L, C = x.shape[0], P * P, self.c
+            q, k, v = self.qkv(x).reshape(N, L, 3, self.h, C // self.h).permute(2, 0, 3, 1, 4).unbind(0)
+            a = q @ k.transpose(-2, -1) * self.scale
+            if self.table is not None:
+                a = a + self.table[self.ids].permute(2, 0, 1)[None]
+            return self.o((torch.softmax(a, dim=-1) @ v).transpose(1, 2).reshape(N, L, C))
+
+    class PartitionAttention(nn.Module):
+        """Channels-last [B, H, W, C]: block (P x P windows of neighbours) or grid (a P x P grid of pixels H/P
+        apart) partition, LayerNorm, attention, residual; LayerNorm MLP x4, residual."""
+        def __init__(self, c, grid):
+            super().__init__()
+            self.grid, self.n1, self.attn, self.n2 = grid, nn.LayerNorm(c), RelAttention(c), nn.LayerNorm(c)
+            self.mlp = nn.Sequential(nn.Linear(c, 4 * c), nn.GELU(), nn.Linear(4 * c, c))
+
+        def forward(self, x):
+            B, H, W, C = x.shape
+            if self.grid:
+                t = x.reshape(B, P, H // P, P, W // P, C).permute(0, 2, 4, 1, 3, 5).reshape(-1, P * P, C)
+            else:
+                t = x.reshape(B, H // P, P, W // P, P, C).permute(0, 1, 3, 2, 4, 5).reshape(-1, P * P, C)
+            t = self.attn(self.n1(t))
+            if self.grid:
+                t = t.reshape(B, H // P, W // P, P, P, C).permute(0, 3, 1, 4, 2, 5).reshape(B, H, W, C)
+            else:
+                t = t.reshape(B, H // P, W // P, P, P, C).permute(0, 1, 3, 2, 4, 5).reshape(B, H, W, C)
+            x = x + t
+            return x + self.mlp(self.n2(x))
+
+    class Block(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.mb = MBConv(cin, cout, stride)
+            self.block, self.gridded = PartitionAttention(cout, False), PartitionAttention(cout, True)
+
+        def forward(self, x):
+            x = self.mb(x).permute(0, 2, 3, 1)
+            return self.gridded(self.block(x)).permute(0, 3, 1, 2)
+
+    class MaxViT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            sw = s["stem_w"]
+            self.stem = nn.Sequential(nn.Conv2d(3, sw, 3, 2, 1, bias=False), bn_act(sw),
+                                      nn.Conv2d(sw, sw, 3, 1, 1))
+            blocks, c = [], sw
+            for i, dpt in enumerate(s["depths"]):
+                w = s["base"] * 2 ** i
+                for j in range(dpt):
+                    blocks.append(Block(c, w, 2 if j == 0 else 1))
+                    c = w
+            self.blocks = nn.Sequential(*blocks)
+            self.norm, self.head = nn.LayerNorm(c), nn.Linear(c, s["classes"])
+
+        def forward(self, x):
+            return self.head(self.norm(self.blocks(self.stem(x)).mean(dim=(2, 3))))
+
+    return MaxViT()
+
+
+def _build_focalnet(s):
+    import torch.nn as nn
+    import torch.nn.functional as F
+    L = s["levels"]
+
+    class FocalModulation(nn.Module):
+        """Channels-last [B, H, W, C]: Linear to q, context and L + 1 gates; L levels of depthwise conv + GELU on
+        the context (kernel k0 + 2 l), each gated and summed, plus the gated GELU of its global mean; a 1x1 conv
+        of the sum (the modulator) multiplies q; a Linear out."""
+        def __init__(self, c):
+            super().__init__()
+            self.c, self.f = c, nn.Linear(c, 2 * c + L + 1)
+            self.levels = nn.ModuleList([nn.Sequential(
+                nn.Conv2d(c, c, s["k0"] + 2 * lv, padding=(s["k0"] + 2 * lv) // 2, groups=c, bias=False), nn.GELU())
+                for lv in range(L)])
+            self.h, self.proj = nn.Conv2d(c, c, 1), nn.Linear(c, c)
+
+        def forward(self, x):
+            c = self.c
+            y = self.f(x).permute(0, 3, 1, 2)                                # [B, 2C + L + 1, H, W]
+            q, ctx, gates = y[:, :c], y[:, c:2 * c], y[:, 2 * c:]
+            ctx_all = 0
+            for lv, conv in enumerate(self.levels):
+                ctx = conv(ctx)
+                ctx_all = ctx_all + ctx * gates[:, lv:lv + 1]
+            glob = F.gelu(ctx.mean(dim=(2, 3), keepdim=True))
+            ctx_all = ctx_all + glob * gates[:, L:]
+            if s["norm_modulator"]:
+                ctx_all = ctx_all / (L + 1)
+            return self.proj((q * self.h(ctx_all)).permute(0, 2, 3, 1))
+
+    class Block(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.n1, self.mod, self.n2 = nn.LayerNorm(c), FocalModulation(c), nn.LayerNorm(c)
+            self.mlp = nn.Sequential(nn.Linear(c, 4 * c), nn.GELU(), nn.Linear(4 * c, c))
+
+        def forward(self, x):
+            x = x + self.mod(self.n1(x))
+            return x + self.mlp(self.n2(x))
+
+    class Down(nn.Module):
+        """channels last in and out: a k x k stride-k conv (channels first) and a LayerNorm."""
+        def __init__(self, cin, cout, k):
+            super().__init__()
+            self.conv, self.norm = nn.Conv2d(cin, cout, k, k), nn.LayerNorm(cout)
+
+        def forward(self, x):
+            return self.norm(self.conv(x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1))
+
+    class FocalNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            b = s["base"]
+            self.stem = nn.Conv2d(3, b, 4, 4)
+            self.stem_norm = nn.LayerNorm(b)
+            layers, c = [], b
+            for i, dpt in enumerate(s["depths"]):
+                if i:
+                    layers.append(Down(c, 2 * c, 2))
+                    c *= 2
+                layers += [Block(c) for _ in range(dpt)]
+            self.layers = nn.Sequential(*layers)
+            self.norm, self.head = nn.LayerNorm(c), nn.Linear(c, s["classes"])
+
+        def forward(self, x):
+            x = self.stem_norm(self.stem(x).permute(0, 2, 3, 1))
+            return self.head(self.norm(self.layers(x).mean(dim=(1, 2))))
+
+    return FocalNet()
 
 
 def input_shape(spec: dict, batch: int, size: int) -> tuple:

@@ -27,7 +27,8 @@ SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1,
          "yolo": 2, "pointnet": 3, "wav2vec": 7, "video3d": 6, "deeplab": 0, "dlrm": 4, "vocoder": 2, "superres": 0,
          "gnn": 1, "diffusion": 5, "implicit": 7, "tasnet": 1, "hrnet": 2, "raft": 3, "fttransformer": 6,
          "vqvae": 2, "capsnet": 2, "kan": 1, "nascell": 1, "neuralode": 3, "gmlp": 1, "xcit": 1, "stn": 1,
-         "aft": 7, "res2net": 4, "hourglass": 8, "retnet": 2, "convmixer": 5, "wavenet": 10, "t5enc": 3}
+         "aft": 7, "res2net": 4, "hourglass": 8, "retnet": 2, "convmixer": 5, "wavenet": 10, "t5enc": 3,
+         "llama": 3, "maxvit": 1, "focalnet": 11}
 # tcn-s1: gated, LayerNorm, an uneven 'same' Pad; perceiver-s8: 2 MHA cross blocks; rnn-s1: a stride-2 Conv1d
 # front-end, 3 GRU layers, a mean head; linattn-s1: conv stem, elu+1 linear attention by MatMul; ssm-s1: 3 Mamba-like
 # blocks, a chunked scan (3 chunks of 64 at T 192); ssm-s5 (S4D, a long-convolution kernel) is exported by seed checks;
@@ -56,6 +57,7 @@ SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1,
 # retnet-s2: 4 heads of 32, 8 blocks, SwiGLU; convmixer-s5: patch 16, width 256, 13 blocks of kernel 5;
 # wavenet-s10: 40 channels in, 6 layers of kernel 2 (dilation 1-32), 128 residual, 256 skip, 256 out, T 1024;
 # t5enc-s3: 4 heads of 32, 5 blocks, 64 buckets shared by the blocks
+# llama-s3: 12 heads of 32, 1 key/value head, SDPA, no head; maxvit-s1: window 7, 2 stages; focalnet-s11: 3 stages
 
 
 def test_specs_are_seeded_and_reproducible():
@@ -846,6 +848,35 @@ def test_exam_v16_is_a_new_exam_over_v11s_training_and_exam_v15():
     assert len(v16.exam) == 143
 
 
+def test_exam_v17_is_a_new_exam_over_v11s_training_and_exams_v15_v16():
+    """corpus_split_v17.yaml: v11's training split plus exams v15's and v16's architectures (convmixer, wavenet and
+    t5enc train now), an exam disjoint from it and from exams v11-v16 by architecture and by (family, seed), three
+    held-out families no other split names, fresh seeds of every family seen before, >= 6 named models in no other
+    split, half of them CNNs, >= 40% not CNNs overall."""
+    from hase.utils import paths
+    v11 = corpus.load_split()
+    older = [corpus.load_split(paths.REPO / "model_zoo" / f"corpus_split_v{n}.yaml") for n in (12, 13, 14, 15, 16)]
+    v15, v16 = older[-2:]
+    v17 = corpus.load_split(paths.REPO / "model_zoo" / "corpus_split_v17.yaml")
+    assert set(v17.train) == set(v11.train) | set(v15.exam) | set(v16.exam) and len(v17.train) == len(set(v17.train))
+    assert {"convmixer-s0", "wavenet-s8", "t5enc-s4", "retnet-s4", "timm-selecsls60", "ssm-s16001"} <= set(v17.train)
+    assert v17.family["t5enc-s3"] == "t5enc" and v17.family["timm-gcvit_xtiny"] == "named"
+    assert not set(v17.exam) & set(v17.train)
+    everything = {a for s in [v11, *older] for a in s.train + s.exam}
+    assert not set(v17.exam) & everything
+    fam_seed = lambda s, archs: {(s.family[a], a.rsplit("-s", 1)[1]) for a in archs if s.family[a] != "named"}  # noqa
+    assert not fam_seed(v17, v17.exam) & {fs for s in [v11, *older] for fs in fam_seed(s, s.train + s.exam)}
+    held = set(v17.held_out_families)
+    seen = {s.family[a] for s in [v11, *older] for a in s.train + s.exam}
+    assert held == {"llama", "maxvit", "focalnet"} and not held & seen
+    assert {v17.family[a] for a in v17.exam if v17.exam_group[a] == "fresh seed"} == seen - {"named"}
+    named = [a for a in v17.exam if v17.exam_group[a] == "named"]
+    assert len(named) >= 6 and not set(named) & everything
+    assert sum(not v17.is_cnn(a) for a in named) == len(named) // 2
+    assert sum(not v17.is_cnn(a) for a in v17.exam) >= 0.4 * len(v17.exam)
+    assert len(v17.exam) == 149
+
+
 def test_join_exams_in_a_split_file_trains_the_joined_exam(tmp_path):
     """A split's train: {from, join_exams}: the joined exam's architectures train, so an exam that names one of them
     is refused, and a joined file that does not exist is named."""
@@ -910,3 +941,49 @@ def test_v16_family_exports_runs_and_does_what_it_says(tmp_path, fam, seed):
         ids = model.buckets.numpy()
         assert ids.shape == (size, size) and (ids[1:, 1:] == ids[:-1, :-1]).all()
         assert ids.min() == 0 and ids.max() < spec["buckets"] and ids[0, 1] != ids[1, 0]
+
+
+@pytest.mark.parametrize("fam,seed", [("llama", 3), ("llama", 0), ("maxvit", 1), ("maxvit", 4), ("focalnet", 11),
+                                      ("focalnet", 3)])
+def test_v17_family_exports_runs_and_does_what_it_says(tmp_path, fam, seed):
+    """The exam v17 held-out families at a small size, batch 2: the project's export path, the CPU EP, ORT equal to
+    PyTorch, and each family's defining structure; llama: [B, T, D or vocab], causal (moving the last step moves
+    only the last output step), one Softmax per block unless SDPA fused it away, no LayerNormalization, rotary
+    tables as constants (no Sin or Cos in the graph), grouped-query heads expanded when there are fewer key/value
+    heads; maxvit: two attention partitions per block (one Softmax each), a depthwise 3x3 conv per block, a stride-2
+    one first in each stage, the bias table Gathered when it has one; focalnet: per block `levels` depthwise convs of
+    kernel k0 + 2 l and one 1x1 modulator conv, no Softmax."""
+    import onnx
+    size = {"llama": 32, "maxvit": None, "focalnet": 128}[fam] or arch_spec(fam, seed)["configs"][0]["size"]
+    spec, model, shape, out, sess, x, y = _export_and_run(tmp_path, fam, seed, size, 2)
+    graph = onnx.load(str(out)).graph
+    ops = [n.op_type for n in graph.node]
+    attr = lambda n, k: next((list(a.ints) if a.ints else a.i for a in n.attribute if a.name == k), None)  # noqa
+    convs = [n for n in graph.node if n.op_type == "Conv"]
+    _matches_pytorch(model, x, y)
+    if fam == "llama":
+        depth = spec["depth"]
+        assert y.shape == (2, size, spec["vocab"] or spec["dim"])
+        assert not {"LayerNormalization", "Sin", "Cos", "Conv"} & set(ops)
+        assert ops.count("Softmax") == depth
+        if spec["kv_heads"] < spec["heads"]:
+            assert ops.count("Expand") >= 2 * depth
+        x2 = x.copy()
+        x2[:, -1] += 1.0
+        y2 = sess.run(None, {sess.get_inputs()[0].name: x2})[0]
+        assert np.allclose(y2[:, :-1], y[:, :-1], rtol=1e-4, atol=1e-5)
+        assert not np.allclose(y2[:, -1], y[:, -1], rtol=1e-4, atol=1e-5)
+    elif fam == "maxvit":
+        blocks = sum(spec["depths"])
+        assert y.shape == (2, spec["classes"])
+        assert ops.count("Softmax") == 2 * blocks
+        dw = [n for n in convs if attr(n, "kernel_shape") == [3, 3] and (attr(n, "group") or 1) > 1]
+        assert len(dw) == blocks and sum(attr(n, "strides") == [2, 2] for n in dw) == spec["stages"]
+        assert (ops.count("Gather") >= 2 * blocks) == spec["rel_bias"]
+    else:
+        blocks, L = sum(spec["depths"]), spec["levels"]
+        assert y.shape == (2, spec["classes"]) and "Softmax" not in ops
+        dw = [n for n in convs if (attr(n, "group") or 1) > 1]
+        assert sorted(attr(n, "kernel_shape")[0] for n in dw) == sorted(
+            [spec["k0"] + 2 * lv for lv in range(L)] * blocks)
+        assert sum(attr(n, "kernel_shape") == [1, 1] for n in convs) == blocks

@@ -30,6 +30,13 @@ DEFAULTS = {"exam": "inference/results/nvidia-h200/exam_v10", "timeline_dirs": [
             "cupti_us_per_launch": 5.03}  # CUPTI's measured cost per launch on the host (docs/method.md)
 
 
+def exam_split(rc: dict):
+    """The split of the exam the scorer scored (its resolved config's split_file; the default split for exams
+    scored before the key existed). Not the default: a fit that joined an older exam (the H200's joins exam v11)
+    would be refused as trained on that exam."""
+    return load_split(paths.REPO / rc["split_file"]) if rc.get("split_file") else load_split()
+
+
 def main() -> int:
     p = base_parser("Where a scored exam misses, term by term", "debug", "exam_terms.yaml")
     args = p.parse_args()
@@ -57,8 +64,7 @@ def main() -> int:
     models = sorted(set(meas.index) & set(cases["model"]))
     records, _ = available_records(rc["records"], models)
     models = [m for m in models if m in records]
-    split = load_split(paths.REPO / rc["split_file"])   # the exam scored, not the default split
-    pr = predictions(rc["timeline_model"], rc.get("predictor_dir", ""), records, models, split)
+    pr = predictions(rc["timeline_model"], rc.get("predictor_dir", ""), records, models, exam_split(rc))
     par = model["params"]
     rows = []
     for m in models:

@@ -63,7 +63,10 @@ DEFAULTS = {"device": "auto", "device_id": 0, "models": [], "sessions": 5, "warm
             # the sessions are the timeline fits' idle reference: before a model, at most every idle_check_s, the busy
             # field (GR engine; CPU util on CPU EP) over idle_window_s must be <= idle_busy_max, else wait up to
             # idle_wait_s and stop with one line (1 = record, never refuse); recorded as bg_busy_* per session
-            "idle_busy_max": 0.1, "idle_window_s": 0.5, "idle_wait_s": 60.0, "idle_check_s": 60.0}
+            "idle_busy_max": 0.1, "idle_window_s": 0.5, "idle_wait_s": 60.0, "idle_check_s": 60.0,
+            # more CUDA EP options for every session, e.g. {cudnn_conv1d_pad_to_nc1d: 1} (a 1-D conv as [N, C, 1, D]
+            # for cuDNN instead of [N, C, D, 1]: does cuDNN then stop running grouped Conv1d one group at a time?)
+            "cuda_options": {}}
 CONFIG = paths.REPO / "benchmark" / "trace_run.yaml"   # this tool's own config (collector's is config.yaml)
 RUN_MARKER = "hase_trace_run"
 BEFORE, AFTER = "(before Execute)", "(after Execute)"
@@ -335,7 +338,8 @@ def one_session(model_path: Path, device: str, cfg: dict, idx: int, label: dict,
     its host times are learned relative to."""
     calib = calibrator.host(cfg["calib_budget_ms"]) if calibrator is not None else {}
     tmp = Path(tempfile.mkdtemp(prefix="hase_trace_"))
-    cuda_opts = {"cudnn_conv_algo_search": cfg["cudnn_conv_algo_search"]} if device == "cuda" else None
+    cuda_opts = (dict({str(k): str(v) for k, v in (cfg["cuda_options"] or {}).items()},
+                      cudnn_conv_algo_search=cfg["cudnn_conv_algo_search"]) if device == "cuda" else None)
     t_create = time.perf_counter()
     sess = make_session(model_path, device, profile_prefix=tmp / "ort", device_id=cfg["device_id"],
                         cuda_options=cuda_opts, threads=cfg["threads"])

@@ -138,9 +138,13 @@ def per_group_risk(kernels: list) -> str:
     kmax, g, name = max(hit)
     return (f"{len(hit)} grouped or depthwise Conv1d node(s) with a kernel spanning {PER_GROUP_MIN_KERNEL} or more "
             f"(longest {kmax} with its dilation, {g} groups, '{name}'): cuDNN may run such a conv one channel group "
-            f"at a time, 20-50x slower per multiply-add; whether it does is cuDNN's choice, not a boundary in shape "
-            f"(H100 grid: the same conv ran per group at batch 4 and 8, as one kernel at batch 1, 2 and 16-64; exams "
-            f"v12-v13: tasnet and vocoder -30 to -38%), so this prediction may be far off")
+            f"at a time, 20-50x slower per multiply-add; whether it does is cuDNN's choice for the exact shape, the "
+            f"same on the H100 and the H200 but no simple boundary (the same conv ran per group at batch 4 and 8, as "
+            f"one kernel at batch 1, 2 and 16-64; exams v12-v16: ssm, tasnet, conformer 30-160% off), so this "
+            f"prediction may be far off. The CUDA EP option cudnn_conv1d_pad_to_nc1d=1 ran 74 of the 102 per-group "
+            f"convs of the H200 grid as one kernel (their GPU time 2,050 -> 25 us median; "
+            f"benchmark/results/nvidia-h200/conv1d_nc1d/): consider it for this model; Hase predicts the default "
+            f"layout")
 
 
 # Every model the node models were fitted on computes in float32 (2,594 H200 corpus records: 1.35 M float32 tensors,

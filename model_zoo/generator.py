@@ -2256,21 +2256,29 @@ def _build_linattn(s, size, M):
     return LinearViT()
 
 
-def _build_ssm(s, size, M):
+def _rmsnorm(d):
+    """x * rsqrt(mean(x^2) + eps) * weight over the last dim, written out (no LayerNormalization, no mean
+    subtraction): ssm's, t5enc's and llama's norm."""
     import torch
     import torch.nn as nn
-    import torch.nn.functional as F
 
-    class RMSNorm(nn.Module):  # written out: x / sqrt(mean(x^2) + eps) * weight
-        def __init__(self, d):
+    class RMSNorm(nn.Module):
+        def __init__(self):
             super().__init__()
             self.weight = nn.Parameter(torch.ones(d))
 
         def forward(self, x):
             return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+    return RMSNorm()
+
+
+def _build_ssm(s, size, M):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
 
     def norm(d):
-        return nn.LayerNorm(d) if s["norm"] == "ln" else RMSNorm(d)
+        return nn.LayerNorm(d) if s["norm"] == "ln" else _rmsnorm(d)
 
     class S4D(nn.Module):
         """x + Linear(GELU(SSM(norm(x)))): a real diagonal SSM (A < 0) per channel whose kernel
@@ -4656,15 +4664,6 @@ def _build_t5enc(s, size):
     dh = d // h
     approx = s["gelu"]
 
-    class RMSNorm(nn.Module):
-        """x * rsqrt(mean(x^2) + eps) * weight, written out (no LayerNormalization, no mean subtraction)."""
-        def __init__(self):
-            super().__init__()
-            self.weight = nn.Parameter(torch.ones(d))
-
-        def forward(self, x):
-            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
-
     class RelBias(nn.Module):
         """A learned [buckets, heads] table gathered by the constant [T, T] bucket ids: [1, heads, T, T]."""
         def __init__(self, ids):
@@ -4699,7 +4698,7 @@ def _build_t5enc(s, size):
     class Block(nn.Module):
         def __init__(self, rel):
             super().__init__()
-            self.n1, self.attn, self.n2, self.ffn, self.rel = RMSNorm(), Attention(), RMSNorm(), GatedGELU(), rel
+            self.n1, self.attn, self.n2, self.ffn, self.rel = _rmsnorm(d), Attention(), _rmsnorm(d), GatedGELU(), rel
 
         def forward(self, x, bias):
             if self.rel is not None:
@@ -4714,7 +4713,7 @@ def _build_t5enc(s, size):
             per = s["bias_per_layer"]
             self.rel = None if per else RelBias(self.buckets)
             self.blocks = nn.ModuleList([Block(RelBias(self.buckets) if per else None) for _ in range(s["depth"])])
-            self.norm = RMSNorm()
+            self.norm = _rmsnorm(d)
 
         def forward(self, x):
             bias = None if self.rel is None else self.rel()
@@ -4723,21 +4722,6 @@ def _build_t5enc(s, size):
             return self.norm(x)
 
     return T5Encoder()
-
-
-def _rmsnorm(d):
-    import torch
-    import torch.nn as nn
-
-    class RMSNorm(nn.Module):
-        """x * rsqrt(mean(x^2) + eps) * weight, written out."""
-        def __init__(self):
-            super().__init__()
-            self.weight = nn.Parameter(torch.ones(d))
-
-        def forward(self, x):
-            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
-    return RMSNorm()
 
 
 def _build_llama(s, size):

@@ -822,6 +822,27 @@ def test_an_architecture_that_fails_to_build_is_listed_in_the_manifest(tmp_path)
     assert set(man["failed"]) == {"no_such_net"} and man["failed"]["no_such_net"] and not man["files"], (r.stderr, man)
 
 
+def _assert_a_new_exam(new, before: list, held_out: set, n_exam: int):
+    """What every exam since v16 promises against the splits before it: disjoint from its own training split and
+    from every earlier split by architecture and by (family, seed); exactly `held_out` held out whole, no earlier
+    split naming them; fresh seeds of every family seen before; >= 6 named models in no earlier split, half of them
+    CNNs; >= 40% not CNNs overall; n_exam architectures."""
+    assert not set(new.exam) & set(new.train)
+    everything = {a for s in before for a in s.train + s.exam}
+    assert not set(new.exam) & everything
+    fam_seed = lambda s, archs: {(s.family[a], a.rsplit("-s", 1)[1]) for a in archs if s.family[a] != "named"}  # noqa
+    assert not fam_seed(new, new.exam) & {fs for s in before for fs in fam_seed(s, s.train + s.exam)}
+    held = set(new.held_out_families)
+    seen = {s.family[a] for s in before for a in s.train + s.exam}
+    assert held == held_out and not held & seen
+    assert {new.family[a] for a in new.exam if new.exam_group[a] == "fresh seed"} == seen - {"named"}
+    named = [a for a in new.exam if new.exam_group[a] == "named"]
+    assert len(named) >= 6 and not set(named) & everything
+    assert sum(not new.is_cnn(a) for a in named) == len(named) // 2
+    assert sum(not new.is_cnn(a) for a in new.exam) >= 0.4 * len(new.exam)
+    assert len(new.exam) == n_exam
+
+
 def test_exam_v16_is_a_new_exam_over_v11s_training_and_exam_v15():
     """corpus_split_v16.yaml: v11's training split plus exam v15's architectures (train: join_exams; res2net,
     hourglass and retnet train now), an exam disjoint from it and from exams v11-v15 by architecture and by
@@ -835,20 +856,7 @@ def test_exam_v16_is_a_new_exam_over_v11s_training_and_exam_v15():
     assert set(v16.train) == set(v11.train) | set(v15.exam) and len(v16.train) == len(set(v16.train))
     assert {"res2net-s0", "hourglass-s8", "retnet-s4", "timm-skresnet34"} <= set(v16.train)
     assert v16.family["tcn-s15001"] == "tcn" and v16.family["timm-fastvit_mci0"] == "named"
-    assert not set(v16.exam) & set(v16.train)
-    everything = {a for s in [v11, *older] for a in s.train + s.exam}
-    assert not set(v16.exam) & everything
-    fam_seed = lambda s, archs: {(s.family[a], a.rsplit("-s", 1)[1]) for a in archs if s.family[a] != "named"}  # noqa
-    assert not fam_seed(v16, v16.exam) & {fs for s in [v11, *older] for fs in fam_seed(s, s.train + s.exam)}
-    held = set(v16.held_out_families)
-    seen = {s.family[a] for s in [v11, *older] for a in s.train + s.exam}
-    assert held == {"convmixer", "wavenet", "t5enc"} and not held & seen
-    assert {v16.family[a] for a in v16.exam if v16.exam_group[a] == "fresh seed"} == seen - {"named"}
-    named = [a for a in v16.exam if v16.exam_group[a] == "named"]
-    assert len(named) >= 6 and not set(named) & everything
-    assert sum(not v16.is_cnn(a) for a in named) == len(named) // 2
-    assert sum(not v16.is_cnn(a) for a in v16.exam) >= 0.4 * len(v16.exam)
-    assert len(v16.exam) == 143
+    _assert_a_new_exam(v16, [v11, *older], {"convmixer", "wavenet", "t5enc"}, 143)
 
 
 def test_exam_v17_is_a_new_exam_over_v11s_training_and_exams_v15_v16():
@@ -864,20 +872,7 @@ def test_exam_v17_is_a_new_exam_over_v11s_training_and_exams_v15_v16():
     assert set(v17.train) == set(v11.train) | set(v15.exam) | set(v16.exam) and len(v17.train) == len(set(v17.train))
     assert {"convmixer-s0", "wavenet-s8", "t5enc-s4", "retnet-s4", "timm-selecsls60", "ssm-s16001"} <= set(v17.train)
     assert v17.family["t5enc-s3"] == "t5enc" and v17.family["timm-gcvit_xtiny"] == "named"
-    assert not set(v17.exam) & set(v17.train)
-    everything = {a for s in [v11, *older] for a in s.train + s.exam}
-    assert not set(v17.exam) & everything
-    fam_seed = lambda s, archs: {(s.family[a], a.rsplit("-s", 1)[1]) for a in archs if s.family[a] != "named"}  # noqa
-    assert not fam_seed(v17, v17.exam) & {fs for s in [v11, *older] for fs in fam_seed(s, s.train + s.exam)}
-    held = set(v17.held_out_families)
-    seen = {s.family[a] for s in [v11, *older] for a in s.train + s.exam}
-    assert held == {"llama", "maxvit", "focalnet"} and not held & seen
-    assert {v17.family[a] for a in v17.exam if v17.exam_group[a] == "fresh seed"} == seen - {"named"}
-    named = [a for a in v17.exam if v17.exam_group[a] == "named"]
-    assert len(named) >= 6 and not set(named) & everything
-    assert sum(not v17.is_cnn(a) for a in named) == len(named) // 2
-    assert sum(not v17.is_cnn(a) for a in v17.exam) >= 0.4 * len(v17.exam)
-    assert len(v17.exam) == 149
+    _assert_a_new_exam(v17, [v11, *older], {"llama", "maxvit", "focalnet"}, 149)
 
 
 def test_join_exams_in_a_split_file_trains_the_joined_exam(tmp_path):

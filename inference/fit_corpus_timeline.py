@@ -211,6 +211,25 @@ def predict_idle(prep: dict, params: dict, spread: dict) -> dict:
     return {k: v / 1e3 for k, v in r.items()}
 
 
+def clean_calibration_ref(cal_ref: dict, clean: pd.DataFrame) -> dict:
+    """The host speed the clean labels were taken at: the clean processes' own calibration (trace_run's sessions read
+    theirs with CUPTI attached, slower), and the elasticity between machines (machine_calibration.machine_elasticity);
+    a target node's calibration is compared with this one. cal_ref (the trace sessions') where no clean process read
+    a calibration. inference/refresh_calibration_ref.py re-makes it for an installed model."""
+    if "clean_calib_host_index_us" not in clean:
+        return cal_ref
+    v = pd.to_numeric(clean["clean_calib_host_index_us"], errors="coerce").dropna()
+    v = v[v > 0]
+    if not len(v):
+        return cal_ref
+    between = mc.machine_elasticity(clean)   # what a target machine's median reading needs
+    return dict(cal_ref, host_index_us=float(v.median()), p10_us=float(v.quantile(0.1)),
+                p90_us=float(v.quantile(0.9)), sessions=int(len(v)),
+                machines=int(clean.loc[v.index, "machine"].nunique()),
+                elasticity_sessions=cal_ref.get("elasticity", 1.0), **between,
+                source="clean-label processes" + ("" if between else " (elasticity from the trace sessions)"))
+
+
 FIT_BOUNDS = {"c0_us": (0.0, 400.0), "kappa": (0.5, 2.0)}   # physical ranges: a run's fixed cost, clean/learned host
 
 
@@ -296,19 +315,8 @@ def main() -> int:
                                 if k in base["params"]})
         model["interference"] = base.get("interference", "per_launch")
         model["load_params_from"] = str(cfg["load_params_from"])
-    if cfg["label"] == "clean" and "clean_calib_host_index_us" in clean:
-        # the host speed the labels were taken at: the clean processes' own calibration (trace_run's sessions read
-        # theirs with CUPTI attached, slower); a target node's calibration is compared with this one
-        v = pd.to_numeric(clean["clean_calib_host_index_us"], errors="coerce").dropna()
-        v = v[v > 0]
-        if len(v):
-            between = mc.machine_elasticity(clean)   # what a target machine's median reading needs
-            model["calibration_ref"] = dict(cal_ref, host_index_us=float(v.median()), p10_us=float(v.quantile(0.1)),
-                                            p90_us=float(v.quantile(0.9)), sessions=int(len(v)),
-                                            machines=int(clean.loc[v.index, "machine"].nunique()),
-                                            elasticity_sessions=cal_ref.get("elasticity", 1.0), **between,
-                                            source="clean-label processes" + (
-                                                "" if between else " (elasticity from the trace sessions)"))
+    if cfg["label"] == "clean":
+        model["calibration_ref"] = clean_calibration_ref(cal_ref, clean)
     # the GPU kind's typical session.run copy rate (every machine folder's calibration, labels-only ones too): a
     # target's own rate scales its copies
     copy_ref = mc.copy_reference([d for d in paths.expand_globs(cfg["timeline_dirs"]) if Path(d).is_dir()])

@@ -49,6 +49,14 @@ def idle_of_neighbour_runs(dirs: list) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["machine", "model"])
 
 
+def _elasticity(ref: dict, e) -> float:
+    """A name in the model's calibration_ref ("elasticity", "elasticity_sessions") or a number written as a string."""
+    try:
+        return float(e)
+    except ValueError:
+        return float(ref.get(e, np.nan))
+
+
 def main() -> int:
     p = base_parser("Issue 23: a machine's calibration against its host speed, on machines no fit has seen",
                     "inference", "judge_machine_calibration.yaml")
@@ -72,7 +80,7 @@ def main() -> int:
     models = sorted(clean["model"].unique())
     records = load_records(cfg["records"], models)
     prep = {m: prepare_record(records[m], pred, model) for m in models}
-    els = {str(e): float(ref.get(e, np.nan)) if isinstance(e, str) else float(e) for e in cfg["elasticities"]}
+    els = {str(e): _elasticity(ref, e) for e in cfg["elasticities"]}
     # the timeline model with each elasticity in its reference: scaled by the product's own host_scale
     with_el = {n: dict(model, calibration_ref=dict(ref, elasticity=e)) for n, e in els.items()}
     rows, summary = [], {"timeline_model": cfg["timeline_model"], "reference_us": ref["host_index_us"],

@@ -11,10 +11,11 @@ are scaled by the target's speed relative to the processes its terms were learne
   target     a profile JSON (benchmark/host_calibration.py --set out=...), the node agent's gauges in Prometheus
              (hase_calib_host_index_us and its timestamp: from_prometheus), or a number
 
-The elasticity is learned between machines (machine_elasticity): the slope of each machine's median host offset
-on its median calibration, from the clean-label processes (H200, 4 machines: 0.77, correlation 0.94). Over single
-sessions the slope is diluted (0.40): within one machine the reading taken before a session does not follow that
-session's host speed at all (slope ~0), so only a machine's median reading is a calibration. Where fewer than 3
+The elasticity is learned between machines (machine_elasticity): the slope of each machine's host effect (a model +
+machine fit of the clean-label processes' node dispatch) on its median calibration: H200 1.20 over 20 machines
+(correlation 0.92), H100 1.06 over 16 (inference/results/nvidia-h200/compare_elasticity/). Over single sessions the
+slope is diluted (~0.24): within one machine the reading taken before a session does not follow that session's host
+speed at all (slope ~0), so only a machine's median reading is a calibration. Where fewer than 3
 calibrated machines exist, the session-level slope of the trace sessions is kept; 1 where neither can be fitted.
 
 Scaled: per-node host dispatch (the timeline's `kappa`) and session.run's fixed cost (`c0_us`); and, with the
@@ -216,31 +217,45 @@ def calibrated_params(params: dict, scale: float) -> dict:
     return p
 
 
-def machine_elasticity(clean, min_machines: int = 3, min_models: int = 10) -> dict:
-    """The elasticity between machines: the slope of each machine's host offset (median over shared models of
-    log(its clean_ort_node_sum_us / the model's median over machines)) on log(its median clean calibration / the
-    median machine's). A target machine is calibrated by its median reading, so this slope is the one a prediction
-    for it needs; the session-level slope (reference()) is diluted by the probe's own session-to-session noise.
-    H200, machines j, k, l, m: 0.77 (correlation 0.94), against 0.40 over sessions and ~0 within one machine.
+def machine_elasticity(clean, min_machines: int = 3, min_models: int = 10, max_elasticity: float = 2.0) -> dict:
+    """The elasticity between machines: the slope of each machine's host effect on log(its median clean calibration /
+    the median machine's). The host effect is the machine term of log(clean_ort_node_sum_us) = model + machine, fitted
+    by alternating means over every (machine, model) cell measured: machines measured different model sets (an exam's
+    models on one or two machines, the anchors on all), and an offset taken against each model's median over the
+    machines that ran it is halved where only two did (session 33: that estimate read 0.56-0.64 on H200 and H100
+    where this one reads 1.1-1.2, correlation 0.91-0.95; 0.97 on the 24 anchors every H200 machine ran).
+    A target machine is calibrated by its median reading, so this slope is the one a prediction for it needs; the
+    session-level slope (reference()) is diluted by the probe's own session-to-session noise.
     {} with fewer than min_machines calibrated machines."""
+    import pandas as pd
     need = {"machine", "model", "clean_calib_host_index_us", "clean_ort_node_sum_us"}
     if clean is None or not need <= set(clean.columns):
         return {}
     c = clean[(clean["clean_calib_host_index_us"] > 0) & (clean["clean_ort_node_sum_us"] > 0)]
     idx = c.groupby("machine")["clean_calib_host_index_us"].median()
-    host = c.groupby(["machine", "model"])["clean_ort_node_sum_us"].median().unstack(0)
-    host = host[host.notna().sum(axis=1) >= 2]
+    host = np.log(c.groupby(["machine", "model"])["clean_ort_node_sum_us"].median().unstack(0))
+    host = host[host.notna().sum(axis=1) >= 2]      # a model one machine ran says nothing between machines
     counts = host.notna().sum()
     ok = [m for m in idx.index if m in counts.index and counts[m] >= min_models]
     if len(ok) < min_machines:
         return {}
-    y = np.log(host[ok].div(host[ok].median(axis=1), axis=0)).median()
+    host = host[ok]
+    host = host[host.notna().sum(axis=1) >= 2]
+    effect = pd.Series(0.0, index=host.columns)
+    for _ in range(200):   # alternating means: converges to the least-squares two-way fit of a connected design
+        per_model = host.sub(effect, axis=1).mean(axis=1)
+        new = host.sub(per_model, axis=0).mean()
+        new -= new.median()
+        done = float((new - effect).abs().max()) < 1e-7
+        effect = new
+        if done:
+            break
     x = np.log(idx[ok] / idx[ok].median())
     if np.var(x) <= 0:
         return {}
-    slope = float(np.polyfit(x, y, 1)[0])
-    return {"elasticity": float(np.clip(slope, 0.0, 1.0)), "elasticity_corr": float(np.corrcoef(x, y)[0, 1]),
-            "elasticity_machines": len(ok), "elasticity_from": "machine medians of clean-label processes"}
+    slope = float(np.polyfit(x, effect[ok], 1)[0])
+    return {"elasticity": float(np.clip(slope, 0.0, max_elasticity)), "elasticity_corr": float(np.corrcoef(x, effect[ok])[0, 1]),
+            "elasticity_machines": len(ok), "elasticity_from": "machine effects (model + machine fit) of clean-label processes"}
 
 
 def machine_host_index_us(sessions) -> float:

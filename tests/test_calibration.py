@@ -149,6 +149,30 @@ def test_machine_elasticity_sees_machines_through_session_noise():
     assert mc.machine_elasticity(c.drop(columns="clean_ort_node_sum_us")) == {}
 
 
+def test_machine_elasticity_is_not_halved_by_models_only_two_machines_ran():
+    # 6 machines whose host runs as (median reading)^1.0; 5 anchor models every machine ran, and for each pair of
+    # neighbouring machines 15 models only those two ran (an exam measured on two machines). Taken against each model's
+    # median over the machines that ran it, a two-machine model's offset is half the machines' difference (session 33:
+    # 0.56-0.64 read where the data say 1.1-1.2); the model + machine fit is not diluted
+    rng = np.random.default_rng(2)
+    meds = dict(zip("abcdef", (6.0, 6.5, 7.0, 8.0, 9.0, 10.0)))
+    ran = {f"anchor{i}": list(meds) for i in range(5)}
+    names = list(meds)
+    for a, b in zip(names, names[1:]):
+        ran.update({f"{a}{b}-{i}": [a, b] for i in range(15)})
+    rows = []
+    for model, machines in ran.items():
+        base = rng.uniform(300, 3000)
+        for mach in machines:
+            for s in range(2):
+                rows.append({"machine": mach, "model": model, "session": s,
+                             "clean_calib_host_index_us": meds[mach] * rng.lognormal(0, 0.05),
+                             "clean_ort_node_sum_us": base * (meds[mach] / 7.5) * rng.lognormal(0, 0.02)})
+    el = mc.machine_elasticity(pd.DataFrame(rows))
+    assert el["elasticity"] == pytest.approx(1.0, abs=0.1) and el["elasticity_machines"] == 6
+    assert el["elasticity_corr"] > 0.95
+
+
 def test_twice_as_slow_a_host_slows_a_dispatch_bound_model_not_a_gpu_bound_one():
     params = dict(tm.DEFAULT_PARAMS, c0_us=50.0)
     slow = mc.calibrated_params(params, 2.0)

@@ -685,3 +685,32 @@ def test_the_h100_exam_v12_labels_score_and_land_at_the_fixed_paths(tmp_path):
     assert set(mach["by_machine"]) == {"machine_m", "machine_n", "machine_o"}
     assert all({"mape_pct", "within_10pct", "session_noise_pct", "median_signed_pct"} <= set(v)
                for v in mach["by_machine"].values())
+
+
+def test_refresh_calibration_ref_remakes_the_reference_and_leaves_the_trees(tmp_path):
+    """inference/refresh_calibration_ref.py on a copy of the installed H100 corpus model: calibration_ref is re-made
+    from the fit config beside it (the same elasticity the installed model carries, from the model + machine fit) and
+    nothing else in the model changes; a model without its resolved_config.json is one line naming the file."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+    from hase.utils import paths
+    src = paths.REPO / "inference/results/nvidia-h100/corpus"
+    shutil.copy(src / "resolved_config.json", tmp_path / "resolved_config.json")
+    installed = json.loads((src / "timeline_model.json").read_text())
+    stale = dict(installed, calibration_ref=dict(installed["calibration_ref"], elasticity=0.3,
+                                                 elasticity_from="machine medians of clean-label processes"))
+    (tmp_path / "timeline_model.json").write_text(json.dumps(stale))
+    cmd = [sys.executable, "inference/refresh_calibration_ref.py", "--log-level", "WARNING",
+           "--set", f"timeline_model={tmp_path / 'timeline_model.json'}"]
+    r = subprocess.run(cmd, cwd=paths.REPO, env=paths.child_env(), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    got = json.loads((tmp_path / "timeline_model.json").read_text())
+    assert got["calibration_ref"]["elasticity"] == pytest.approx(installed["calibration_ref"]["elasticity"], abs=1e-6)
+    assert "model + machine" in got["calibration_ref"]["elasticity_from"]
+    assert {k: v for k, v in got.items() if k != "calibration_ref"} == \
+        {k: v for k, v in installed.items() if k != "calibration_ref"}
+    (tmp_path / "resolved_config.json").unlink()
+    r = subprocess.run(cmd, cwd=paths.REPO, env=paths.child_env(), capture_output=True, text=True)
+    assert r.returncode != 0 and "resolved_config.json" in r.stderr and len(r.stderr.strip().splitlines()) == 1

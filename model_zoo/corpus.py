@@ -18,7 +18,8 @@ from hase.utils.errors import HaseError, run_main  # noqa: E402
 SPLIT_FILE = paths.REPO / "model_zoo" / "corpus_split.yaml"
 CNN_FAMILIES = {"cnn_plain", "cnn_mobile", "cnn_grouped", "unet", "fpn", "convnext", "tcn", "dense",
                 "gan", "yolo", "video3d", "deeplab", "vocoder", "superres", "tasnet", "hrnet", "raft", "vqvae",
-                "capsnet", "nascell", "stn", "res2net", "hourglass", "convmixer", "wavenet", "focalnet"}
+                "capsnet", "nascell", "stn", "res2net", "hourglass", "convmixer", "wavenet", "focalnet",
+                "poolformer"}
 # tcn, vocoder, tasnet: 1-D convs; video3d: 3-D; raft: conv encoders and ConvGRU updates around a parameter-free
 # correlation (MatMul, AvgPool, a Gather or GridSample lookup), no attention
 # not CNNs: the attention and mixing families, rnn (LSTM/GRU; a Conv1d front-end at most), linattn (linear
@@ -36,7 +37,8 @@ CNN_FAMILIES = {"cnn_plain", "cnn_mobile", "cnn_grouped", "unet", "fpn", "convne
 # res2net and hourglass (convolution only) count as CNNs; retnet (retention: a T x T map without Softmax) does not;
 # convmixer (depthwise and pointwise convs only) and wavenet (causal dilated 1-D convs and 1x1 convs only, as tcn)
 # count as CNNs; t5enc (self-attention with a relative position bias) does not; focalnet (depthwise convs gating a
-# Linear's query, no attention map, as convnext) counts as a CNN; llama and maxvit (attention) do not
+# Linear's query, no attention map, as convnext) counts as a CNN; llama and maxvit (attention) do not; poolformer
+# (pooling as the token mixer, 1x1 convs) counts as a CNN; levit and mobilevit (attention) do not
 # named models that are CNNs (for the corpus's non-CNN share); every other named model has attention or mixing
 NAMED_CNN = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide_resnet50_2", "mobilenet_v2",
              "mobilenet_v3_small", "mobilenet_v3_large", "vgg11", "vgg16_bn", "densenet121", "densenet169",
@@ -70,7 +72,11 @@ NAMED_CNN = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide
              "timm-ghostnetv3_100", "timm-resnetaa34d", "timm-gernet_m", "timm-selecsls60",
              # exam v17's named CNNs
              "timm-regnety_016", "timm-resnet34d", "timm-dla102", "timm-ecaresnet50t", "timm-repvgg_b0",
-             "timm-gcresnext26ts", "timm-res2next50", "timm-tf_efficientnet_lite1"}
+             "timm-gcresnext26ts", "timm-res2next50", "timm-tf_efficientnet_lite1",
+             # exam v18's named CNNs (resnest26d: split attention, a channel softmax over radix groups, no token
+             # attention map)
+             "timm-resnet26t", "timm-mobilenetv2_110d", "timm-regnetx_006", "timm-resnest26d", "timm-dpn48b",
+             "timm-mnasnet_100", "timm-hardcorenas_c", "timm-seresnext26ts"}
 
 
 @dataclass

@@ -274,6 +274,23 @@ same configs on any machine. Families (each with its own parameter ranges, FAMIL
                kxk conv + GELU on the context (k 3, 5, 7), each gated and summed, a gated global average context,
                a 1x1 conv modulator multiplied into q, a Linear out), a residual and a LayerNorm GELU MLP (x4),
                channels last; global average pool, LayerNorm, Linear to 10-1000
+  levit        LeViT-like over [B, 3, H, W] (size: H = W 128-320, a multiple of 16): a stem of four stride-2 3x3
+               conv-BN (Hardswish between) to 1/16; 3 stages of 1-4 blocks on tokens, each attention whose q, k, v
+               and output are Linear + BatchNorm over the flattened tokens (key dim 16 or 32, value dim 2-4x), a
+               learned bias per head gathered by constant relative-offset ids added to the scores, Hardswish before
+               the output, and a Linear-BN MLP (x2, Hardswish); between stages a shrinking attention whose queries are
+               the stride-2 subsampled tokens; mean over tokens, BatchNorm, Linear to 10-1000
+  poolformer   PoolFormer (MetaFormer) over [B, 3, H, W] (size: H = W 128-384, a multiple of 32): a 7x7 stride-4
+               conv, 4 stages (widths doubling from 32-96, the third stage deep) with a 3x3 stride-2 conv between;
+               blocks of GroupNorm(1), a token mixer AvgPool(k 3 or 5, stride 1, count_include_pad off) minus its
+               input, an optional per-channel layer scale, and a GroupNorm 1x1-conv GELU MLP (x3 or x4); GroupNorm,
+               global average pool, Linear to 10-1000
+  mobilevit    MobileViT-like over [B, 3, H, W] (size: H = W 128-384, a multiple of 64): a stride-2 3x3 conv-BN-SiLU,
+               MobileNetV2 blocks (1x1 expand x2-4, depthwise 3x3, 1x1 project, BN, SiLU), then 3 stages of a stride-2
+               MV2 block and a MobileViT block: 3x3 and 1x1 convs to D, unfolded into 2x2 patch groups by Reshape and
+               Transpose ([B x 4, N, D]), 1-4 pre-norm transformer layers (heads of 32 or 64, SiLU MLP x2), folded
+               back, a 1x1 conv, concatenated with the block's input and fused by a 3x3 conv; a 1x1 conv (x4),
+               global average pool, Linear to 10-1000
 Configs: batch 1 always, one batch of 4-16 and one of 32-64 (dlrm: 64-512 and 1024-2048; fttransformer, kan and
 neuralode: 64-256 and 1024-4096), each at a size the family allows (vqvae, capsnet, kan, wavenet, t5enc: the batch
 halves until the largest intermediate, a vqvae's distances, a capsnet's prediction vectors, a kan's spline bases, a
@@ -306,7 +323,8 @@ FAMILIES = ("cnn_plain", "cnn_mobile", "cnn_grouped", "vit", "swin", "hybrid", "
             "ssm", "gan", "moe", "detr", "yolo", "pointnet", "wav2vec", "video3d", "deeplab", "dlrm", "vocoder",
             "superres", "gnn", "diffusion", "implicit", "tasnet", "hrnet", "raft", "fttransformer", "vqvae",
             "capsnet", "kan", "nascell", "neuralode", "gmlp", "xcit", "stn", "aft", "res2net", "hourglass",
-            "retnet", "convmixer", "wavenet", "t5enc", "llama", "maxvit", "focalnet")
+            "retnet", "convmixer", "wavenet", "t5enc", "llama", "maxvit", "focalnet", "levit", "poolformer",
+            "mobilevit")
 # families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's or a vocoder's mel bins,
 # a tcn's, an rnn's or an ssm's C_in, an implicit model's 3 coordinates of each of its S points)
 SEQUENCE = ("encoder", "decoder", "conformer", "tcn", "rnn", "ssm", "vocoder", "implicit", "aft", "retnet",
@@ -917,6 +935,27 @@ def arch_spec(family: str, seed: int) -> dict:
         s["depths"][-2] = int(r.integers(2, 7))   # the third stage is the deep one, as in Swin and FocalNet
         unit = 4 * 2 ** (stages - 1)
         sizes = [z for z in range(128, 321, 32) if z % unit == 0]
+    elif family == "levit":
+        base = _pick(r, [128, 192, 256])
+        s.update(dims=[base, base + _pick(r, [64, 96, 128]), base + 2 * _pick(r, [64, 96, 128])],
+                 heads=[_pick(r, [3, 4]), _pick(r, [4, 6]), _pick(r, [6, 8])], key_dim=_pick(r, [16, 32]),
+                 v_ratio=_pick(r, [2, 4]), depths=[int(r.integers(1, 5)) for _ in range(3)],
+                 classes=_pick(r, [10, 100, 1000]))
+        sizes = list(range(128, 321, 32))
+    elif family == "poolformer":
+        base = _pick(r, [32, 48, 64, 96])
+        s.update(widths=[base, 2 * base, 5 * base if base <= 64 else 4 * base, 8 * base],
+                 depths=[int(r.integers(1, 3)), int(r.integers(1, 3)), int(r.integers(2, 9)), int(r.integers(1, 3))],
+                 pool_k=_pick(r, [3, 5]), mlp_ratio=_pick(r, [3, 4]), layer_scale=bool(r.random() < 0.7),
+                 classes=_pick(r, [10, 100, 1000]))
+        sizes = list(range(128, 385, 32))
+    elif family == "mobilevit":
+        c0 = _pick(r, [16, 24, 32])
+        s.update(stem_w=c0, widths=[c0 * 2, c0 * 3, c0 * 4, c0 * 5], expand=_pick(r, [2, 4]),
+                 dims=[_pick(r, [64, 128]), _pick(r, [128, 192]), _pick(r, [192, 256])],   # heads of 32 or 64
+                 vit_depths=[int(r.integers(1, 4)), int(r.integers(2, 5)), int(r.integers(1, 4))],
+                 head_dim=_pick(r, [32, 64]), attn=_pick(r, ["manual", "sdpa"]), classes=_pick(r, [10, 100, 1000]))
+        sizes = list(range(128, 385, 64))
     else:  # perceiver
         stem = _pick(r, ["patch", "conv"])
         patch = _pick(r, [4, 8, 16] if stem == "conv" else [4, 6, 8, 12, 14, 16])  # conv: log2(patch) stride-2 convs
@@ -969,6 +1008,10 @@ def _largest_elems(s: dict, size: int) -> int:
         return s["heads"] * size * size
     if fam == "llama":     # the attention scores, heads x T x T
         return s["heads"] * size * size
+    if fam == "levit":     # the first stage's attention scores, heads x N x N, N = (size / 16)^2
+        return s["heads"][0] * (size // 16) ** 4
+    if fam == "mobilevit":  # the first MobileViT block's scores: 4 patch groups x heads x N x N, N = (size / 16)^2
+        return 4 * max(s["dims"][0] // s["head_dim"], 1) * (size // 16) ** 4
     if fam == "maxvit":    # the first stage's attention scores (heads x tokens x window^2) or its MBConv expansion
         return (size // 4) ** 2 * max(s["window"] ** 2 * max(s["base"] // 32, 1), 4 * s["base"])
     return 0
@@ -4964,6 +5007,217 @@ def _build_focalnet(s):
             return self.head(self.norm(self.layers(x).mean(dim=(1, 2))))
 
     return FocalNet()
+
+
+def _levit_bias_ids(q_side: int, k_side: int, stride: int):
+    """LeViT's relative position ids: for each query point (on a grid `stride` apart) and key point, the id of the
+    offset (|dy|, |dx|); [Nq, Nk] int64 and the number of distinct offsets."""
+    qs = [(i * stride, j * stride) for i in range(q_side) for j in range(q_side)]
+    ks = [(i, j) for i in range(k_side) for j in range(k_side)]
+    ids, table = np.zeros((len(qs), len(ks)), dtype=np.int64), {}
+    for a, (qi, qj) in enumerate(qs):
+        for b, (ki, kj) in enumerate(ks):
+            ids[a, b] = table.setdefault((abs(qi - ki), abs(qj - kj)), len(table))
+    return ids, len(table)
+
+
+def _build_levit(s, size):
+    import torch
+    import torch.nn as nn
+    kd, vr = s["key_dim"], s["v_ratio"]
+
+    class LinearBN(nn.Module):
+        """Linear (no bias) then BatchNorm over the flattened tokens, as LeViT."""
+        def __init__(self, cin, cout):
+            super().__init__()
+            self.lin, self.bn = nn.Linear(cin, cout, bias=False), nn.BatchNorm1d(cout)
+
+        def forward(self, x):
+            B, N, _ = x.shape
+            return self.bn(self.lin(x).flatten(0, 1)).reshape(B, N, -1)
+
+    class Attention(nn.Module):
+        """Queries from every token (stride 1) or from the stride-2 subsampled ones (shrinking, between stages);
+        a learned bias per head and relative offset, gathered by constant ids."""
+        def __init__(self, cin, cout, heads, side, stride):
+            super().__init__()
+            self.h, self.side, self.stride, self.dv = heads, side, stride, vr * kd
+            self.q_side = (side - 1) // stride + 1
+            self.q = LinearBN(cin, heads * kd)
+            self.kv = LinearBN(cin, heads * (kd + self.dv))
+            self.proj = nn.Sequential(nn.Hardswish(), LinearBN(heads * self.dv, cout))
+            ids, n = _levit_bias_ids(self.q_side, side, stride)
+            self.bias = nn.Parameter(torch.zeros(heads, n))
+            self.register_buffer("ids", torch.from_numpy(ids), persistent=False)
+
+        def forward(self, x):
+            B, N, C = x.shape
+            h, sd = self.h, self.side
+            xq = x
+            if self.stride > 1:
+                xq = x.reshape(B, sd, sd, C)[:, ::self.stride, ::self.stride].reshape(B, -1, C)
+            q = self.q(xq).reshape(B, -1, h, kd).transpose(1, 2)
+            k, v = self.kv(x).reshape(B, N, h, kd + self.dv).transpose(1, 2).split([kd, self.dv], dim=-1)
+            a = (q @ k.transpose(-2, -1)) * kd ** -0.5 + self.bias[:, self.ids]
+            o = (a.softmax(dim=-1) @ v).transpose(1, 2).reshape(B, -1, h * self.dv)
+            return self.proj(o)
+
+    class MLP(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.f = nn.Sequential(LinearBN(c, 2 * c), nn.Hardswish(), LinearBN(2 * c, c))
+
+        def forward(self, x):
+            return x + self.f(x)
+
+    class Block(nn.Module):
+        def __init__(self, c, heads, side):
+            super().__init__()
+            self.attn, self.mlp = Attention(c, c, heads, side, 1), MLP(c)
+
+        def forward(self, x):
+            return self.mlp(x + self.attn(x))
+
+    class LeViT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            d = s["dims"]
+            w = [d[0] // 8, d[0] // 4, d[0] // 2, d[0]]
+            stem = []
+            for i, c in enumerate(w):
+                stem += [nn.Conv2d(w[i - 1] if i else 3, c, 3, 2, 1, bias=False), nn.BatchNorm2d(c)]
+                if i < 3:
+                    stem.append(nn.Hardswish())
+            self.stem = nn.Sequential(*stem)
+            side, layers = size // 16, []
+            for i, (c, h, dp) in enumerate(zip(d, s["heads"], s["depths"])):
+                if i:   # shrink: queries at stride 2, the width to this stage's, and an MLP
+                    layers += [Attention(d[i - 1], c, s["heads"][i - 1] * 2, side, 2), MLP(c)]
+                    side = (side - 1) // 2 + 1
+                layers += [Block(c, h, side) for _ in range(dp)]
+            self.layers = nn.Sequential(*layers)
+            self.norm, self.head = nn.BatchNorm1d(d[-1]), nn.Linear(d[-1], s["classes"])
+
+        def forward(self, x):
+            x = self.layers(self.stem(x).flatten(2).transpose(1, 2))
+            return self.head(self.norm(x.mean(dim=1)))
+
+    return LeViT()
+
+
+def _build_poolformer(s):
+    import torch
+    import torch.nn as nn
+
+    class Block(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.n1, self.n2 = nn.GroupNorm(1, c), nn.GroupNorm(1, c)
+            self.pool = nn.AvgPool2d(s["pool_k"], 1, s["pool_k"] // 2, count_include_pad=False)
+            hidden = s["mlp_ratio"] * c
+            self.mlp = nn.Sequential(nn.Conv2d(c, hidden, 1), nn.GELU(), nn.Conv2d(hidden, c, 1))
+            self.ls1 = nn.Parameter(torch.full((c, 1, 1), 0.5)) if s["layer_scale"] else None
+            self.ls2 = nn.Parameter(torch.full((c, 1, 1), 0.5)) if s["layer_scale"] else None
+
+        def forward(self, x):
+            y = self.n1(x)
+            y = self.pool(y) - y                      # the token mixer: pooling minus the identity
+            x = x + (y * self.ls1 if self.ls1 is not None else y)
+            y = self.mlp(self.n2(x))
+            return x + (y * self.ls2 if self.ls2 is not None else y)
+
+    class PoolFormer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            w = s["widths"]
+            layers = [nn.Conv2d(3, w[0], 7, 4, 2)]
+            for i, (c, dp) in enumerate(zip(w, s["depths"])):
+                if i:
+                    layers.append(nn.Conv2d(w[i - 1], c, 3, 2, 1))
+                layers += [Block(c) for _ in range(dp)]
+            self.layers = nn.Sequential(*layers)
+            self.norm, self.head = nn.GroupNorm(1, w[-1]), nn.Linear(w[-1], s["classes"])
+
+        def forward(self, x):
+            return self.head(self.norm(self.layers(x)).mean(dim=(2, 3)))
+
+    return PoolFormer()
+
+
+def _build_mobilevit(s):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    hd = s["head_dim"]
+
+    def mv2(cin, cout, stride):
+        hidden = s["expand"] * cin
+
+        class MV2(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.f = nn.Sequential(_conv_bn(cin, hidden, 1, act="silu"),
+                                       _conv_bn(hidden, hidden, 3, stride, groups=hidden, act="silu"),
+                                       _conv_bn(hidden, cout, 1, act=None))
+                self.res = stride == 1 and cin == cout
+
+            def forward(self, x):
+                return x + self.f(x) if self.res else self.f(x)
+        return MV2()
+
+    class Layer(nn.Module):
+        """A pre-norm transformer layer on [B', N, D]."""
+        def __init__(self, d):
+            super().__init__()
+            self.h = max(d // hd, 1)
+            self.n1, self.qkv, self.o = nn.LayerNorm(d), nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.n2 = nn.LayerNorm(d)
+            self.mlp = nn.Sequential(nn.Linear(d, 2 * d), nn.SiLU(), nn.Linear(2 * d, d))
+
+        def forward(self, x):
+            Bp, N, D = x.shape
+            q, k, v = self.qkv(self.n1(x)).reshape(Bp, N, 3, self.h, D // self.h).permute(2, 0, 3, 1, 4)
+            if s["attn"] == "sdpa":
+                a = F.scaled_dot_product_attention(q, k, v)
+            else:
+                a = torch.softmax(q @ k.transpose(-2, -1) * (D // self.h) ** -0.5, dim=-1) @ v
+            x = x + self.o(a.transpose(1, 2).reshape(Bp, N, D))
+            return x + self.mlp(self.n2(x))
+
+    class MobileViTBlock(nn.Module):
+        def __init__(self, c, d, depth):
+            super().__init__()
+            self.local = nn.Sequential(_conv_bn(c, c, 3, act="silu"), nn.Conv2d(c, d, 1, bias=False))
+            self.layers = nn.Sequential(*[Layer(d) for _ in range(depth)])
+            self.norm = nn.LayerNorm(d)
+            self.back = _conv_bn(d, c, 1, act="silu")
+            self.fuse = _conv_bn(2 * c, c, 3, act="silu")
+
+        def forward(self, x):
+            B, _, H, W = x.shape
+            y = self.local(x)
+            D = y.shape[1]
+            # unfold: 2x2 patch groups, each a sequence of the (H/2)(W/2) patches -> [B * 4, N, D]
+            y = y.reshape(B, D, H // 2, 2, W // 2, 2).permute(0, 3, 5, 2, 4, 1).reshape(B * 4, -1, D)
+            y = self.norm(self.layers(y))
+            y = y.reshape(B, 2, 2, H // 2, W // 2, D).permute(0, 5, 3, 1, 4, 2).reshape(B, D, H, W)
+            return self.fuse(torch.cat([x, self.back(y)], dim=1))
+
+    class MobileViT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            c0, w = s["stem_w"], s["widths"]
+            layers = [_conv_bn(3, c0, 3, 2, act="silu"), mv2(c0, c0, 1), mv2(c0, w[0], 2), mv2(w[0], w[0], 1)]
+            for i, (d, dp) in enumerate(zip(s["dims"], s["vit_depths"])):
+                layers += [mv2(w[i], w[i + 1], 2), MobileViTBlock(w[i + 1], d, dp)]
+            layers.append(_conv_bn(w[-1], 4 * w[-1], 1, act="silu"))
+            self.layers = nn.Sequential(*layers)
+            self.head = nn.Linear(4 * w[-1], s["classes"])
+
+        def forward(self, x):
+            return self.head(self.layers(x).mean(dim=(2, 3)))
+
+    return MobileViT()
 
 
 def input_shape(spec: dict, batch: int, size: int) -> tuple:

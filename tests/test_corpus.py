@@ -28,7 +28,7 @@ SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1,
          "gnn": 1, "diffusion": 5, "implicit": 7, "tasnet": 1, "hrnet": 2, "raft": 3, "fttransformer": 6,
          "vqvae": 2, "capsnet": 2, "kan": 1, "nascell": 1, "neuralode": 3, "gmlp": 1, "xcit": 1, "stn": 1,
          "aft": 7, "res2net": 4, "hourglass": 8, "retnet": 2, "convmixer": 5, "wavenet": 10, "t5enc": 3,
-         "llama": 3, "maxvit": 1, "focalnet": 11}
+         "llama": 3, "maxvit": 1, "focalnet": 11, "levit": 3, "poolformer": 2, "mobilevit": 0}
 # tcn-s1: gated, LayerNorm, an uneven 'same' Pad; perceiver-s8: 2 MHA cross blocks; rnn-s1: a stride-2 Conv1d
 # front-end, 3 GRU layers, a mean head; linattn-s1: conv stem, elu+1 linear attention by MatMul; ssm-s1: 3 Mamba-like
 # blocks, a chunked scan (3 chunks of 64 at T 192); ssm-s5 (S4D, a long-convolution kernel) is exported by seed checks;
@@ -875,6 +875,23 @@ def test_exam_v17_is_a_new_exam_over_v11s_training_and_exams_v15_v16():
     _assert_a_new_exam(v17, [v11, *older], {"llama", "maxvit", "focalnet"}, 149)
 
 
+def test_exam_v18_is_a_new_exam_over_v11s_training_and_exams_v15_v16_v17():
+    """corpus_split_v18.yaml: v11's training split plus exams v15's, v16's and v17's architectures (llama, maxvit and
+    focalnet train now), an exam disjoint from it and from exams v11-v17 by architecture and by (family, seed), three
+    held-out families no other split names, fresh seeds of every family seen before, >= 6 named models in no other
+    split, half of them CNNs, >= 40% not CNNs overall."""
+    from hase.utils import paths
+    v11 = corpus.load_split()
+    older = [corpus.load_split(paths.REPO / "model_zoo" / f"corpus_split_v{n}.yaml") for n in (12, 13, 14, 15, 16, 17)]
+    v15, v16, v17 = older[-3:]
+    v18 = corpus.load_split(paths.REPO / "model_zoo" / "corpus_split_v18.yaml")
+    assert set(v18.train) == set(v11.train) | set(v15.exam) | set(v16.exam) | set(v17.exam)
+    assert len(v18.train) == len(set(v18.train))
+    assert {"llama-s0", "maxvit-s8", "focalnet-s4", "t5enc-s17001", "timm-efficientvit_m3"} <= set(v18.train)
+    assert v18.family["levit-s3"] == "levit" and v18.family["timm-dpn48b"] == "named"
+    _assert_a_new_exam(v18, [v11, *older], {"levit", "poolformer", "mobilevit"}, 155)
+
+
 def test_join_exams_in_a_split_file_trains_the_joined_exam(tmp_path):
     """A split's train: {from, join_exams}: the joined exam's architectures train, so an exam that names one of them
     is refused, and a joined file that does not exist is named."""
@@ -985,3 +1002,42 @@ def test_v17_family_exports_runs_and_does_what_it_says(tmp_path, fam, seed):
         assert sorted(attr(n, "kernel_shape")[0] for n in dw) == sorted(
             [spec["k0"] + 2 * lv for lv in range(L)] * blocks)
         assert sum(attr(n, "kernel_shape") == [1, 1] for n in convs) == blocks
+
+
+@pytest.mark.parametrize("fam,seed", [("levit", 0), ("levit", 3), ("poolformer", 1), ("poolformer", 4),
+                                      ("mobilevit", 2), ("mobilevit", 5)])
+def test_v18_family_exports_runs_and_does_what_it_says(tmp_path, fam, seed):
+    """The exam v18 held-out families at a small size, batch 2: the project's export path, the CPU EP, ORT equal to
+    PyTorch, and each family's defining structure; levit: one Softmax per attention (the blocks' and two shrinking
+    ones), each adding a bias Gathered from its table by constant ids, Linear + BatchNorm everywhere (3 per
+    attention, 2 per MLP, 1 at the head; the stem's fold into its 4 convs), Hardswish, no LayerNormalization; poolformer: per block two
+    GroupNorms (InstanceNormalization in the graph) and an AvgPool of kernel pool_k minus its input, no Softmax;
+    mobilevit: one Softmax per transformer layer unless SDPA fused it, a depthwise 3x3 conv per MV2 block (3 + 3), a
+    Concat fusing each of the 3 MobileViT blocks."""
+    import onnx
+    size = {"levit": 128, "poolformer": 128, "mobilevit": 128}[fam]
+    spec, model, shape, out, sess, x, y = _export_and_run(tmp_path, fam, seed, size, 2)
+    graph = onnx.load(str(out)).graph
+    ops = [n.op_type for n in graph.node]
+    attr = lambda n, k: next((list(a.ints) if a.ints else a.i for a in n.attribute if a.name == k), None)  # noqa
+    convs = [n for n in graph.node if n.op_type == "Conv"]
+    _matches_pytorch(model, x, y)
+    assert y.shape == (2, spec["classes"])
+    if fam == "levit":
+        n_attn = sum(spec["depths"]) + 2
+        assert ops.count("Softmax") == n_attn and ops.count("Gather") >= n_attn
+        assert ops.count("BatchNormalization") == 1 + 3 * n_attn + 2 * n_attn   # the stem's fold into its convs
+        assert "HardSwish" in ops and "LayerNormalization" not in ops and len(convs) == 4
+    elif fam == "poolformer":
+        blocks = sum(spec["depths"])
+        assert ops.count("InstanceNormalization") == 2 * blocks + 1 and "Softmax" not in ops
+        pools = [n for n in graph.node if n.op_type == "AveragePool"]
+        assert len(pools) == blocks and all(attr(n, "kernel_shape") == [spec["pool_k"]] * 2 for n in pools)
+        assert ops.count("Sub") >= blocks
+    else:
+        layers = sum(spec["vit_depths"])
+        if spec["attn"] == "manual":
+            assert ops.count("Softmax") == layers
+        dw = [n for n in convs if (attr(n, "group") or 1) > 1]
+        assert len(dw) == 6 and all(attr(n, "kernel_shape") == [3, 3] for n in dw)
+        assert ops.count("Concat") >= 3 and ops.count("LayerNormalization") == 2 * layers + 3

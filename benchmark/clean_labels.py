@@ -43,7 +43,10 @@ DEFAULTS = {"device": "auto", "device_id": 0, "models": [], "sessions": 3, "warm
             "min_loops": 20, "max_loops": 5000, "cudnn_conv_algo_search": "EXHAUSTIVE", "threads": 0, "seed": 0,
             "calib_budget_ms": 8.0, "copy_budget_ms": 0.0, "profiled_runs": 0, "model_list": "", "settle_max_s": 60.0, "out": "",
             "idle_busy_max": 0.1, "idle_window_s": 0.5, "idle_wait_s": 60.0, "idle_check_s": 60.0,  # as trace_run's
-            "order": "rounds"}
+            "order": "rounds",
+            # extra CUDA EP options beside the algorithm search, as trace_run's (e.g. {cudnn_conv1d_pad_to_nc1d: 1}:
+            # benchmark/run_gpu_corpus_nc1d.sh); labels taken with options go to a folder of their own
+            "cuda_options": {}}
 FIELDS = ["model", "session", "e2e_clean_median_ms", "e2e_clean_p10_ms", "e2e_clean_p90_ms", "e2e_clean_n",
           "clean_calib_host_index_us", "clean_pid", "clean_ort_node_sum_us", "clean_ort_execute_us",
           "clean_profiled_wall_us", "clean_bg_busy_field", "clean_bg_busy_value", "clean_bg_busy_frac",
@@ -121,7 +124,8 @@ def measure(models: list, cfg: dict, log) -> int:
     out = Path(cfg["out"])
     device = resolve_device(cfg["device"], cfg["device_id"])
     done = done_rows(out)
-    cuda_opts = {"cudnn_conv_algo_search": cfg["cudnn_conv_algo_search"]} if device == "cuda" else None
+    cuda_opts = dict({str(k): str(v) for k, v in (cfg["cuda_options"] or {}).items()},
+                     cudnn_conv_algo_search=cfg["cudnn_conv_algo_search"]) if device == "cuda" else None
     from hase.benchmark.host_calibration import Calibrator, host_index
     cal = Calibrator(device, cfg["device_id"], cfg["threads"])
     settle(cal, cfg, log)

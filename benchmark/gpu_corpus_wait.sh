@@ -9,7 +9,8 @@ while [ ! -e "$JOB/DONE" ] && [ "$(date +%s)" -lt "$end" ]; do sleep 5; done
 tail -n 25 "$JOB/log.txt" 2>/dev/null
 [ -e "$JOB/DONE" ] && echo "JOB DONE" || echo "JOB STILL RUNNING"
 mkdir -p "$OUT"
-R=$(ls -d $HASE_HOME/benchmark/results/*/corpus 2>/dev/null | head -1)
+ON=${OUT_NAME:-$(cat "$JOB/out_name" 2>/dev/null || echo corpus)}   # run_gpu_corpus.sh's results folder
+R=$(ls -d $HASE_HOME/benchmark/results/*/"$ON" 2>/dev/null | head -1)
 if [ -n "$R" ]; then
   gzip -c "$R"/trace_sessions.csv > "$OUT"/trace_sessions.csv.gz 2>/dev/null
   gzip -c "$R"/trace_nodes.csv > "$OUT"/trace_nodes.csv.gz 2>/dev/null

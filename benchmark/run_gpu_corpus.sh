@@ -19,6 +19,9 @@
 #      exam's traces can then join training, and its misses be read node by node; the labels are done before),
 #      COPY_AB (0; 1 with LABELS_ONLY: 2 label sessions with the in-process copy probe off and 2 with it on, alternating
 #      processes, into clean_sessions.csv and clean_copy_on.csv: did the probe slow the exam v11 labels? docs/method.md)
+#      CUDA_OPTIONS ("": extra CUDA EP options for the labels and the traces, as a YAML map, e.g.
+#      "{cudnn_conv1d_pad_to_nc1d: 1}"), OUT_NAME (corpus: the results folder, benchmark/results/<gpu>/OUT_NAME; a
+#      folder of its own for any CUDA_OPTIONS, so the default layout's measurements never mix with another's).
 # The copy rates session.run reaches are read at the start and end of the measuring stage in a process of their own
 # (host_calibration.py run_copy_budget_ms), into calibration.json's standalone-start / standalone-end entries.
 set -uo pipefail
@@ -79,7 +82,10 @@ print("records:", len(recs))
 PY
 fi
 echo "stage trace $(el)"
-R=$HASE_HOME/benchmark/results/$(python3 -c "from hase.utils.ort_session import device_slug; print(device_slug('cuda', 0))")/corpus
+OUT_NAME=${OUT_NAME:-corpus}
+echo "$OUT_NAME" > "$JOB/out_name"   # gpu_corpus_wait.sh packs this folder
+CUDA_OPTS=(); [ -n "${CUDA_OPTIONS:-}" ] && CUDA_OPTS=(--set "cuda_options=$CUDA_OPTIONS")
+R=$HASE_HOME/benchmark/results/$(python3 -c "from hase.utils.ort_session import device_slug; print(device_slug('cuda', 0))")/$OUT_NAME
 mkdir -p "$R"
 probe() { python3 benchmark/host_calibration.py --device cuda --set run_copy_budget_ms=20 --set "out=$R/calibration.json" \
   --set "key=standalone-$1" 2>&1 | grep -E "cuda:|rror"; }
@@ -96,11 +102,12 @@ exam = [m for m in order if man.get(Path(m).stem, {}).get("split") == "exam"]
 Path(sys.argv[1], "exam_order.txt").write_text("\n".join(exam) + "\n")
 PY
 trace() { python3 benchmark/trace_run.py --device cuda --set "model_list=$1" --set "sessions=$2" \
-  --set out=corpus --set keep_going=true --set trace_sessions=0 --set warmup=5 --set profiled_runs=3 \
+  --set "out=$OUT_NAME" "${CUDA_OPTS[@]}" --set keep_going=true --set trace_sessions=0 --set warmup=5 --set profiled_runs=3 \
   --set cupti_runs=6 --set budget_ms=60 --set min_loops=5 --set "clean_sessions=$CS" 2>&1 | quiet; }
 clean() {  # $1 sessions, $2 out CSV, $3 copy_budget_ms
   python3 benchmark/clean_labels.py --device cuda --set "model_list=$JOB/trace_order.txt" --set "sessions=$1" \
     --set warmup=5 --set budget_ms=60 --set min_loops=5 --set profiled_runs=3 --set "out=$2" --set "copy_budget_ms=$3" \
+    "${CUDA_OPTS[@]}" \
     2>&1 | quiet | awk 'NR % 50 == 0'; }
 if [ "${LABELS_ONLY:-0}" = 1 ] && [ "${COPY_AB:-0}" = 1 ]; then
   for n in 1 2; do clean $n "$R/clean_sessions.csv" 0; clean $n "$R/clean_copy_on.csv" 5; done

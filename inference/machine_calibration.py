@@ -14,8 +14,10 @@ are scaled by the target's speed relative to the processes its terms were learne
 The elasticity is learned between machines (machine_elasticity): the slope of each machine's host effect (a model +
 machine fit of the clean-label processes' node dispatch) on its median calibration: H200 1.20 over 20 machines
 (correlation 0.92), H100 1.06 over 16 (inference/results/nvidia-h200/compare_elasticity/). Over single sessions the
-slope is diluted (~0.24): within one machine the reading taken before a session does not follow that session's host
-speed at all (slope ~0), so only a machine's median reading is a calibration. Where fewer than 3
+slope is diluted (~0.24). Within one machine a reading from another process says nothing about a given session, but
+one taken in the session's own process follows it: between a model's two clean sessions minutes apart, the change of
+the in-process reading correlates 0.57-0.74 with the change of its node dispatch (slope 0.76-0.87, H200 machines z,
+ab, ac; session 15's back-to-back sessions showed ~0); a machine's median reading calibrates the machine. Where fewer than 3
 calibrated machines exist, the session-level slope of the trace sessions is kept; 1 where neither can be fitted.
 
 Scaled: per-node host dispatch (the timeline's `kappa`) and session.run's fixed cost (`c0_us`); and, with the

@@ -13,7 +13,7 @@ are scaled by the target's speed relative to the processes its terms were learne
 
 The elasticity is learned between machines (machine_elasticity): the slope of each machine's host effect (a model +
 machine fit of the clean-label processes' node dispatch) on its median calibration: H200 1.10 over 20 machines
-(correlation 0.92), H100 1.06 over 16 (inference/results/nvidia-h200/compare_elasticity/). Over single sessions the
+(correlation 0.91), H100 1.06 over 16 (inference/results/nvidia-h200/compare_elasticity/). Over single sessions the
 slope is diluted (~0.24). Within one machine a reading from another process says nothing about a given session, but
 one taken in the session's own process follows it: between a model's two clean sessions minutes apart, the change of
 the in-process reading correlates 0.57-0.74 with the change of its node dispatch (slope 0.76-0.87, H200 machines z,

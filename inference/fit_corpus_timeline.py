@@ -62,6 +62,12 @@ DEFAULTS = {"timeline_dirs": ["benchmark/results/nvidia-h200/corpus/machine_*"],
             # the trees learn log1p(us), so a sum of nodes sits below the measured sum, and a traced process's fixed
             # cost is not a clean one's (docs/method.md, session 25). Needs cv_folds > 1.
             "fit_c0_kappa": True,
+            # each clean label pins the host terms at the host speed it was taken at: the timeline that must match it
+            # (host_from_clean, fit_c0_kappa, the out-of-fold runs) has its host terms scaled by the label's machines'
+            # calibration (machine_calibration.host_scale with the fit's own calibration_ref), so a slow machine's
+            # labels do not teach slow dispatch (exam v17's machine ac: x1.08 on the anchors). Off: a compare run
+            # (inference/results/nvidia-h200/compare_labels_at_reference/) decides
+            "labels_at_reference": False,
             # another GPU of the same architecture whose traces the GPU-time trees also learn from (NodeModel.fit
             # gpu_pool; the host trees never see them): {timeline_dirs: [...], records: ...}; {} = none. Its rows of
             # an architecture the out-of-fold judgement holds out are held out with it.
@@ -121,14 +127,15 @@ def node_row(idx: pd.DataFrame, key: tuple):
 
 
 def host_from_clean(per_node: pd.DataFrame, models: list, records: dict, model: dict, lab: pd.DataFrame,
-                    sessions: pd.DataFrame, idle_frac: float, bounds) -> tuple:
+                    sessions: pd.DataFrame, idle_frac: float, bounds, label_scale: pd.Series = None) -> tuple:
     """(per_node, factors): each dispatch-bound model's node dispatch scaled so that its timeline, built from its own
     measured node GPU and host times, runs as long as its clean label. Why: the host labels are launch intervals of a
     process with CUPTI attached, less one cost per launch (cupti_launch_us), but CUPTI's cost is per CUDA call, not per
     launch, so it differs by op mix: exam v10's dlrm ran 1.5-2.6x slower traced than clean with host labels that
     matched the trees (the model over-predicted +52%), and recurrent nodes' labels were 0.58-3.3x the clean estimate.
     Only where the run is dispatch-bound (median GPU idle >= idle_frac of the span) does the clean label pin the host
-    sum; elsewhere the factor is 1. factors: pd.Series per model, clipped to `bounds`."""
+    sum; elsewhere the factor is 1. factors: pd.Series per model, clipped to `bounds`. label_scale (per model, 1 where
+    absent): the host speed its label was taken at, relative to the reference (labels_at_reference)."""
     idle = (sessions["gpu_idle_us"] / sessions["span_us"]).groupby(sessions["model"]).median()
     terms = {"u": 0.0, "clock_ratio": 1.0, "wait_us": 0.0}
     lo, hi = (float(b) for b in bounds)
@@ -143,7 +150,9 @@ def host_from_clean(per_node: pd.DataFrame, models: list, records: dict, model: 
         host = np.array([float(r["host_plain_us"]) if r is not None else 0.0 for r in rows])
         prep = tm.prepared(records[m], kernel_ms(ks, gpu), model, node_host_us=host)
         target = float(lab.loc[m, "e2e_ms"]) * 1e3
-        total = lambda f: tm.timeline_us(dict(prep, h=host * f), model["params"], terms, True)["total_us"]  # noqa: E731
+        params = mc.calibrated_params(model["params"], float(label_scale.get(m, 1.0))) \
+            if label_scale is not None else model["params"]
+        total = lambda f: tm.timeline_us(dict(prep, h=host * f), params, terms, True)["total_us"]  # noqa: E731
         if total(lo) >= target:
             f = lo
         elif total(hi) <= target:
@@ -230,18 +239,33 @@ def clean_calibration_ref(cal_ref: dict, clean: pd.DataFrame) -> dict:
                 source="clean-label processes" + ("" if between else " (elasticity from the trace sessions)"))
 
 
+def label_host_scales(clean: pd.DataFrame, ref: dict) -> pd.Series:
+    """Per model, the host speed its clean label was taken at relative to ref (the fit's calibration_ref): the
+    geometric mean over its clean sessions of their machine's host_scale (the machine's median reading against the
+    reference, to the elasticity), as a prediction for that machine would be scaled."""
+    need = {"machine", "model", "clean_calib_host_index_us"}
+    if not ref.get("host_index_us") or not need <= set(clean.columns):
+        return pd.Series(dtype=float)
+    idx = clean[clean["clean_calib_host_index_us"] > 0].groupby("machine")["clean_calib_host_index_us"].median()
+    scale = pd.Series({mach: mc.host_scale({"calibration_ref": ref}, float(v))[0] for mach, v in idx.items()})
+    return np.exp(np.log(clean["machine"].map(scale).fillna(1.0)).groupby(clean["model"]).mean())
+
+
 FIT_BOUNDS = {"c0_us": (0.0, 400.0), "kappa": (0.5, 2.0)}   # physical ranges: a run's fixed cost, clean/learned host
 
 
-def fit_c0_kappa(preps: list, labels_ms: np.ndarray, params: dict, spread: dict) -> dict:
+def fit_c0_kappa(preps: list, labels_ms: np.ndarray, params: dict, spread: dict, scales=None) -> dict:
     """{'c0_us', 'kappa'} by least squares on the relative error of the idle runs (soft L1, as fit_interference's
-    alpha) over out-of-fold preparations: every model's trees never saw its architecture."""
+    alpha) over out-of-fold preparations: every model's trees never saw its architecture. scales: per run, the host
+    speed its label was taken at (labels_at_reference); the fitted c0 and kappa are then the reference speed's."""
     from scipy.optimize import least_squares
     names = list(FIT_BOUNDS)
+    scales = np.ones(len(preps)) if scales is None else np.asarray(scales, float)
 
     def resid(x):
         p = dict(params, **dict(zip(names, (float(v) for v in x))))
-        return np.array([predict_idle(pr, p, spread)["central"] for pr in preps]) / labels_ms - 1.0
+        return np.array([predict_idle(pr, mc.calibrated_params(p, sc), spread)["central"]
+                         for pr, sc in zip(preps, scales)]) / labels_ms - 1.0
     sol = least_squares(resid, [float(params[k]) for k in names], bounds=([FIT_BOUNDS[k][0] for k in names],
                         [FIT_BOUNDS[k][1] for k in names]), loss="soft_l1", f_scale=0.1, diff_step=1e-3)
     return dict(zip(names, (float(v) for v in sol.x)))
@@ -323,9 +347,16 @@ def main() -> int:
     if copy_ref:
         model["calibration_ref"] = dict(model.get("calibration_ref") or {}, copy_gbps=copy_ref)
     model["label"] = cfg["label"]
+    lscale = None
+    if cfg["labels_at_reference"] and cfg["label"] == "clean":
+        lscale = label_host_scales(clean, model.get("calibration_ref") or {})
+        model["labels_at_reference"] = {"models": int(len(lscale)), "p10": float(lscale.quantile(0.1)),
+                                        "median": float(lscale.median()), "p90": float(lscale.quantile(0.9))}
+        log.info("labels at the reference host speed: label scales p10 %.3f median %.3f p90 %.3f",
+                 *(model["labels_at_reference"][k] for k in ("p10", "median", "p90")))
     if cfg["host_from_clean"] and cfg["label"] == "clean":
         per_node, hfac = host_from_clean(per_node, train, records, model, lab, sessions,
-                                         float(cfg["dispatch_bound_idle_frac"]), cfg["host_from_clean_range"])
+                                         float(cfg["dispatch_bound_idle_frac"]), cfg["host_from_clean_range"], lscale)
         fam = pd.Series({m: split.family[paths.model_arch(m)] for m in hfac.index}, dtype=object)
         model["host_from_clean"] = {"models": int(len(hfac)), "median": float(hfac.median()) if len(hfac) else 1.0,
                                     "p10": float(hfac.quantile(0.1)) if len(hfac) else 1.0,
@@ -365,7 +396,7 @@ def main() -> int:
         if cfg["fit_c0_kappa"]:
             before = accuracy(d["pred_ms"], d["e2e_ms"])
             fitted = fit_c0_kappa([oof_preps[m] for m in d["model"]], d["e2e_ms"].to_numpy(float), model["params"],
-                                  spread)
+                                  spread, None if lscale is None else d["model"].map(lscale).fillna(1.0).to_numpy())
             log.info("c0 %.1f -> %.1f us, kappa 1 -> %.3f (fitted on %d out-of-fold runs)", model["params"]["c0_us"],
                      fitted["c0_us"], fitted["kappa"], len(d))
             model["params"].update(fitted)
@@ -374,6 +405,14 @@ def main() -> int:
             d["pred_ms_before_fit"] = d["pred_ms"]
             d["pred_ms"] = [predict_idle(oof_preps[m], model["params"], spread)["central"] for m in d["model"]]
             d["pred_host_us"] = [float(oof_preps[m]["h"].sum()) * model["params"]["kappa"] for m in d["model"]]
+        if lscale is not None:   # and at the host speed each label was taken at: what the fit matched
+            d["label_host_scale"] = d["model"].map(lscale).fillna(1.0)
+            d["pred_ms_at_label_host"] = [predict_idle(oof_preps[m], mc.calibrated_params(model["params"], sc),
+                                                       spread)["central"] for m, sc in zip(d["model"],
+                                                                                           d["label_host_scale"])]
+            a = accuracy(d["pred_ms_at_label_host"], d["e2e_ms"])
+            log.info("out of fold at each label's host speed: MAPE %.2f%% (±10%%: %.0f%%, median signed %+.1f%%)",
+                     a["mape_pct"], a["within_10pct"], a["median_signed_pct"])
         meas = sessions.assign(hp=sessions["host_sum_us"] - launch_cost * sessions["n_gpu_ops"]) \
             .groupby("model")[["hp", "gpu_sum_us"]].median()
         d["meas_gpu_us"] = meas.loc[d["model"], "gpu_sum_us"].to_numpy()

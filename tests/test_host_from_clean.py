@@ -77,3 +77,39 @@ def test_fit_c0_kappa_needs_out_of_fold_runs(tmp_path):
                         "--set", "cv_folds=0", "--set", f"out={tmp_path}"], cwd=repo, capture_output=True, text=True,
                        timeout=300)
     assert p.returncode != 0 and "fit_c0_kappa needs out-of-fold runs" in p.stderr
+
+
+def test_labels_at_reference_take_each_labels_host_speed_out():
+    """labels_at_reference: a dispatch-bound label taken on a machine whose calibration reads twice the reference
+    (elasticity 1: host_scale 2) pins the reference dispatch as that machine's fixed cost and dispatch, both doubled;
+    fit_c0_kappa given each run's label scale returns the reference speed's constants; label_host_scales is the
+    geometric mean of the label's machines' scales."""
+    import numpy as np
+    from hase.inference.fit_corpus_timeline import fit_c0_kappa, label_host_scales, predict_idle
+    from hase.inference import machine_calibration as mc
+    ref = {"host_index_us": 7.0, "elasticity": 1.0}
+    clean = pd.DataFrame({"machine": ["a", "b", "b"], "model": ["m1", "m1", "m2"],
+                          "clean_calib_host_index_us": [7.0, 14.0, 14.0]})
+    s = label_host_scales(clean, ref)
+    assert s["m1"] == pytest.approx(2 ** 0.5) and s["m2"] == pytest.approx(2.0)
+    per_node = _per_node("disp", 10.0, 1.0)
+    sessions = pd.DataFrame({"model": ["disp"], "gpu_idle_us": [200.0], "span_us": [221.0]})
+    lab = pd.DataFrame({"e2e_ms": [0.26]}, index=["disp"])
+    _, at_ref = host_from_clean(per_node, ["disp"], {"disp": _record()}, _model(), lab, sessions, 0.5, (0.25, 4.0))
+    _, slow = host_from_clean(per_node, ["disp"], {"disp": _record()}, _model(), lab, sessions, 0.5, (0.25, 4.0),
+                              pd.Series({"disp": 2.0}))
+    # the run is c0 + 20 dispatches: at the reference 30 + 200 f = 260 us; on the slow machine c0 and every dispatch
+    # twice as long, 60 + 400 f = 260 us
+    assert at_ref["disp"] == pytest.approx(1.15, rel=1e-3) and slow["disp"] == pytest.approx(0.5, rel=1e-3)
+    model = _model()
+    preps = []
+    for n in (3, 10, 40, 120):
+        rec = {"device": "cuda", "kernels": (_record()["kernels"] * (n // N + 1))[:n]}
+        preps.append(tm.prepared(rec, {k["id"]: 0.001 for k in rec["kernels"]}, model, node_host_us=np.full(n, 8.0)))
+    truth = dict(model["params"], c0_us=60.0, kappa=1.2)
+    scales = np.array([1.5, 1.5, 1.3, 1.3])      # labelled on two slow machines
+    labels = np.array([predict_idle(p, mc.calibrated_params(truth, sc), {})["central"] for p, sc in zip(preps, scales)])
+    got = fit_c0_kappa(preps, labels, model["params"], {}, scales)
+    assert got["c0_us"] == pytest.approx(60.0, abs=1.0) and got["kappa"] == pytest.approx(1.2, abs=0.01)
+    blind = fit_c0_kappa(preps, labels, model["params"], {})
+    assert blind["kappa"] > 1.4       # blind to the machines: their slowness read as the model's

@@ -347,9 +347,10 @@ def main() -> int:
     if copy_ref:
         model["calibration_ref"] = dict(model.get("calibration_ref") or {}, copy_gbps=copy_ref)
     model["label"] = cfg["label"]
-    lscale = None
-    if cfg["labels_at_reference"] and cfg["label"] == "clean":
-        lscale = label_host_scales(clean, model.get("calibration_ref") or {})
+    # the host speed each clean label was taken at (reported out of fold always; fitted on with labels_at_reference)
+    label_scale = label_host_scales(clean, model.get("calibration_ref") or {}) if cfg["label"] == "clean" else None
+    lscale = label_scale if cfg["labels_at_reference"] else None
+    if lscale is not None and len(lscale):
         model["labels_at_reference"] = {"models": int(len(lscale)), "p10": float(lscale.quantile(0.1)),
                                         "median": float(lscale.median()), "p90": float(lscale.quantile(0.9))}
         log.info("labels at the reference host speed: label scales p10 %.3f median %.3f p90 %.3f",
@@ -405,8 +406,8 @@ def main() -> int:
             d["pred_ms_before_fit"] = d["pred_ms"]
             d["pred_ms"] = [predict_idle(oof_preps[m], model["params"], spread)["central"] for m in d["model"]]
             d["pred_host_us"] = [float(oof_preps[m]["h"].sum()) * model["params"]["kappa"] for m in d["model"]]
-        if lscale is not None:   # and at the host speed each label was taken at: what the fit matched
-            d["label_host_scale"] = d["model"].map(lscale).fillna(1.0)
+        if label_scale is not None and len(label_scale):   # and at the host speed each label was taken at
+            d["label_host_scale"] = d["model"].map(label_scale).fillna(1.0)
             d["pred_ms_at_label_host"] = [predict_idle(oof_preps[m], mc.calibrated_params(model["params"], sc),
                                                        spread)["central"] for m, sc in zip(d["model"],
                                                                                            d["label_host_scale"])]

@@ -843,53 +843,31 @@ def _assert_a_new_exam(new, before: list, held_out: set, n_exam: int):
     assert len(new.exam) == n_exam
 
 
-def test_exam_v16_is_a_new_exam_over_v11s_training_and_exam_v15():
-    """corpus_split_v16.yaml: v11's training split plus exam v15's architectures (train: join_exams; res2net,
-    hourglass and retnet train now), an exam disjoint from it and from exams v11-v15 by architecture and by
-    (family, seed), three held-out families no other split names, fresh seeds of every family seen before (v15's
-    held-out ones included), >= 6 named models in no other split, >= 40% not CNNs."""
-    from hase.utils import paths
-    v11 = corpus.load_split()
-    older = [corpus.load_split(paths.REPO / "model_zoo" / f"corpus_split_v{n}.yaml") for n in (12, 13, 14, 15)]
-    v15 = older[-1]
-    v16 = corpus.load_split(paths.REPO / "model_zoo" / "corpus_split_v16.yaml")
-    assert set(v16.train) == set(v11.train) | set(v15.exam) and len(v16.train) == len(set(v16.train))
-    assert {"res2net-s0", "hourglass-s8", "retnet-s4", "timm-skresnet34"} <= set(v16.train)
-    assert v16.family["tcn-s15001"] == "tcn" and v16.family["timm-fastvit_mci0"] == "named"
-    _assert_a_new_exam(v16, [v11, *older], {"convmixer", "wavenet", "t5enc"}, 143)
-
-
-def test_exam_v17_is_a_new_exam_over_v11s_training_and_exams_v15_v16():
-    """corpus_split_v17.yaml: v11's training split plus exams v15's and v16's architectures (convmixer, wavenet and
-    t5enc train now), an exam disjoint from it and from exams v11-v16 by architecture and by (family, seed), three
+@pytest.mark.parametrize("version,joined,trains,families,held_out,n_exam", [
+    # v16: res2net, hourglass and retnet (exam v15's held-out families) train now
+    (16, (15,), {"res2net-s0", "hourglass-s8", "retnet-s4", "timm-skresnet34"},
+     {"tcn-s15001": "tcn", "timm-fastvit_mci0": "named"}, {"convmixer", "wavenet", "t5enc"}, 143),
+    # v17: convmixer, wavenet and t5enc train now
+    (17, (15, 16), {"convmixer-s0", "wavenet-s8", "t5enc-s4", "retnet-s4", "timm-selecsls60", "ssm-s16001"},
+     {"t5enc-s3": "t5enc", "timm-gcvit_xtiny": "named"}, {"llama", "maxvit", "focalnet"}, 149),
+    # v18: llama, maxvit and focalnet train now
+    (18, (15, 16, 17), {"llama-s0", "maxvit-s8", "focalnet-s4", "t5enc-s17001", "timm-efficientvit_m3"},
+     {"levit-s3": "levit", "timm-dpn48b": "named"}, {"levit", "poolformer", "mobilevit"}, 155)])
+def test_exam_is_a_new_exam_over_v11s_training_and_the_joined_exams(version, joined, trains, families, held_out,
+                                                                    n_exam):
+    """corpus_split_v<N>.yaml (N = 16, 17, 18): v11's training split plus the joined exams' architectures (train:
+    join_exams), an exam disjoint from it and from every earlier split by architecture and by (family, seed), three
     held-out families no other split names, fresh seeds of every family seen before, >= 6 named models in no other
     split, half of them CNNs, >= 40% not CNNs overall."""
     from hase.utils import paths
     v11 = corpus.load_split()
-    older = [corpus.load_split(paths.REPO / "model_zoo" / f"corpus_split_v{n}.yaml") for n in (12, 13, 14, 15, 16)]
-    v15, v16 = older[-2:]
-    v17 = corpus.load_split(paths.REPO / "model_zoo" / "corpus_split_v17.yaml")
-    assert set(v17.train) == set(v11.train) | set(v15.exam) | set(v16.exam) and len(v17.train) == len(set(v17.train))
-    assert {"convmixer-s0", "wavenet-s8", "t5enc-s4", "retnet-s4", "timm-selecsls60", "ssm-s16001"} <= set(v17.train)
-    assert v17.family["t5enc-s3"] == "t5enc" and v17.family["timm-gcvit_xtiny"] == "named"
-    _assert_a_new_exam(v17, [v11, *older], {"llama", "maxvit", "focalnet"}, 149)
-
-
-def test_exam_v18_is_a_new_exam_over_v11s_training_and_exams_v15_v16_v17():
-    """corpus_split_v18.yaml: v11's training split plus exams v15's, v16's and v17's architectures (llama, maxvit and
-    focalnet train now), an exam disjoint from it and from exams v11-v17 by architecture and by (family, seed), three
-    held-out families no other split names, fresh seeds of every family seen before, >= 6 named models in no other
-    split, half of them CNNs, >= 40% not CNNs overall."""
-    from hase.utils import paths
-    v11 = corpus.load_split()
-    older = [corpus.load_split(paths.REPO / "model_zoo" / f"corpus_split_v{n}.yaml") for n in (12, 13, 14, 15, 16, 17)]
-    v15, v16, v17 = older[-3:]
-    v18 = corpus.load_split(paths.REPO / "model_zoo" / "corpus_split_v18.yaml")
-    assert set(v18.train) == set(v11.train) | set(v15.exam) | set(v16.exam) | set(v17.exam)
-    assert len(v18.train) == len(set(v18.train))
-    assert {"llama-s0", "maxvit-s8", "focalnet-s4", "t5enc-s17001", "timm-efficientvit_m3"} <= set(v18.train)
-    assert v18.family["levit-s3"] == "levit" and v18.family["timm-dpn48b"] == "named"
-    _assert_a_new_exam(v18, [v11, *older], {"levit", "poolformer", "mobilevit"}, 155)
+    older = {n: corpus.load_split(paths.REPO / "model_zoo" / f"corpus_split_v{n}.yaml") for n in range(12, version)}
+    new = corpus.load_split(paths.REPO / "model_zoo" / f"corpus_split_v{version}.yaml")
+    assert set(new.train) == set(v11.train).union(*(older[n].exam for n in joined))
+    assert len(new.train) == len(set(new.train))
+    assert trains <= set(new.train)
+    assert all(new.family[a] == f for a, f in families.items())
+    _assert_a_new_exam(new, [v11, *older.values()], held_out, n_exam)
 
 
 def test_join_exams_in_a_split_file_trains_the_joined_exam(tmp_path):

@@ -101,6 +101,24 @@ def split_sessions(timeline_dirs, algo: str, archs, busy_max: float = IDLE_BUSY_
     return sessions[keep_s], nodes[keep_n], models, dirs, clean
 
 
+def training_data(cfg: dict, train_archs, log) -> tuple:
+    """(sessions, nodes, models, dirs, clean, records) of the training split (split_sessions with the config's
+    timeline_dirs, algo and idle_busy_max), the models without a CUDA record left out everywhere and named: the
+    data the fit and refresh_calibration_ref.py both read."""
+    sessions, nodes, train, dirs, clean = split_sessions(cfg["timeline_dirs"], cfg["algo"], train_archs,
+                                                        float(cfg["idle_busy_max"]))
+    if not train:
+        raise HaseError("no training-split model among the measured ones", "timeline_dirs")
+    records, lost_rec = available_records(cfg["records"], train)
+    if lost_rec:  # the analysis failed on the GPU machine: no graph to learn from, named and left out
+        log.warning("%d training model(s) without a CUDA record, left out: %s", len(lost_rec), " ".join(lost_rec))
+    train = [m for m in train if m in records]
+    if lost_rec:
+        sessions, nodes = sessions[sessions["model"].isin(train)], nodes[nodes["model"].isin(train)]
+        clean = clean[clean["model"].isin(train)]
+    return sessions, nodes, train, dirs, clean, records
+
+
 def at_reference_speed(nodes: pd.DataFrame, sessions: pd.DataFrame, ref: dict, launch_cost_us: float) -> tuple:
     """(nodes, factors): each session's plain node dispatch times (ref / its calibration) ^ elasticity, CUPTI's own
     cost per launch left as it is; a session without a calibration keeps its times (factor 1)."""
@@ -239,6 +257,13 @@ def clean_calibration_ref(cal_ref: dict, clean: pd.DataFrame) -> dict:
                 source="clean-label processes" + ("" if between else " (elasticity from the trace sessions)"))
 
 
+def with_copy_reference(cal_ref: dict, timeline_dirs) -> dict:
+    """cal_ref with the GPU kind's typical session.run copy rate (every machine folder's calibration, labels-only ones
+    too) as copy_gbps, where any folder read one: a target's own rate scales its copies."""
+    copy_ref = mc.copy_reference([d for d in paths.expand_globs(timeline_dirs) if Path(d).is_dir()])
+    return dict(cal_ref or {}, copy_gbps=copy_ref) if copy_ref else cal_ref
+
+
 def label_host_scales(clean: pd.DataFrame, ref: dict) -> pd.Series:
     """Per model, the host speed its clean label was taken at relative to ref (the fit's calibration_ref): the
     geometric mean over its clean sessions of their machine's host_scale (the machine's median reading against the
@@ -280,22 +305,11 @@ def main() -> int:
     split = load_split()
     train_archs = training_archs(split, cfg["join_exams"])
     q = tuple(float(x) for x in cfg["spread_quantiles"])
-    # the training split only: exam models are dropped before any statistic is taken
-    sessions, nodes, train, dirs, clean = split_sessions(cfg["timeline_dirs"], cfg["algo"], train_archs,
-                                                        float(cfg["idle_busy_max"]))
-    if not train:
-        raise HaseError("no training-split model among the measured ones", "timeline_dirs")
     if cfg["fit_c0_kappa"] and not (cfg["cv_folds"] and int(cfg["cv_folds"]) > 1):
         raise HaseError("fit_c0_kappa needs out-of-fold runs: set cv_folds to 2 or more", "cv_folds")
     if cfg["label"] not in ("clean", "trace"):
         raise HaseError(f"config label: '{cfg['label']}' is not clean or trace")
-    records, lost_rec = available_records(cfg["records"], train)
-    if lost_rec:  # the analysis failed on the GPU machine: no graph to learn from, named and left out
-        log.warning("%d training model(s) without a CUDA record, left out: %s", len(lost_rec), " ".join(lost_rec))
-    train = [m for m in train if m in records]
-    if lost_rec:
-        sessions, nodes = sessions[sessions["model"].isin(train)], nodes[nodes["model"].isin(train)]
-        clean = clean[clean["model"].isin(train)]
+    sessions, nodes, train, dirs, clean, records = training_data(cfg, train_archs, log)
     if cfg["label"] == "clean":  # never mixed: a model without a clean label is left out
         if clean.empty:
             raise HaseError("label clean: no clean_sessions.csv in any timeline folder (benchmark/clean_labels.py)",
@@ -341,11 +355,7 @@ def main() -> int:
         model["load_params_from"] = str(cfg["load_params_from"])
     if cfg["label"] == "clean":
         model["calibration_ref"] = clean_calibration_ref(cal_ref, clean)
-    # the GPU kind's typical session.run copy rate (every machine folder's calibration, labels-only ones too): a
-    # target's own rate scales its copies
-    copy_ref = mc.copy_reference([d for d in paths.expand_globs(cfg["timeline_dirs"]) if Path(d).is_dir()])
-    if copy_ref:
-        model["calibration_ref"] = dict(model.get("calibration_ref") or {}, copy_gbps=copy_ref)
+    model["calibration_ref"] = with_copy_reference(model.get("calibration_ref"), cfg["timeline_dirs"])
     model["label"] = cfg["label"]
     # the host speed each clean label was taken at (reported out of fold always; fitted on with labels_at_reference)
     label_scale = label_host_scales(clean, model.get("calibration_ref") or {}) if cfg["label"] == "clean" else None

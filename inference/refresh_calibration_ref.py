@@ -8,7 +8,8 @@ Why a stage of its own: calibration_ref is read only when a prediction is scaled
 reference speed with the trace sessions' own elasticity, which this keeps). A change in how the elasticity is
 estimated (session 33: a model + machine fit instead of per-model medians) therefore needs this field re-made, not a
 28-minute refit. The config is the model's resolved_config.json beside it (its timeline_dirs, join_exams,
-idle_busy_max), so the same training split's clean labels are read; machine folders added since are read too.
+idle_busy_max, records), so the fit's own training data is read (fit_corpus_timeline.training_data); machine folders
+added since are read too.
 Writes the model in place (temp file, then rename) and logs the old and new values.
 """
 import json
@@ -16,9 +17,8 @@ from pathlib import Path
 
 from hase.inference import machine_calibration as mc
 from hase.inference import timeline_model as tm
-from hase.inference.fit_corpus_timeline import (clean_calibration_ref, load_split, split_sessions,
-                                                training_archs)
-from hase.utils import paths
+from hase.inference.fit_corpus_timeline import (clean_calibration_ref, load_split, training_archs, training_data,
+                                                with_copy_reference)
 from hase.utils.config import base_parser, from_args
 from hase.utils.errors import HaseError, run_main
 from hase.utils.logger import get_logger
@@ -40,19 +40,15 @@ def main() -> int:
         raise HaseError("no resolved_config.json beside the timeline model (not a fit_corpus_timeline output)", rc_path)
     model = json.loads(path.read_text())
     fit = json.loads(rc_path.read_text()).get("config", {})
-    for key in ("timeline_dirs", "algo", "label"):
+    for key in ("timeline_dirs", "algo", "label", "records", "idle_busy_max"):
         if key not in fit:
             raise HaseError(f"resolved config has no '{key}'", rc_path)
     if fit["label"] != "clean":
         raise HaseError(f"label '{fit['label']}': only a clean-label fit has a clean calibration reference", rc_path)
-    archs = training_archs(load_split(), fit.get("join_exams", []))
-    sessions, _, _, _, clean = split_sessions(fit["timeline_dirs"], fit["algo"], archs,
-                                              float(fit.get("idle_busy_max", 0.1)))
+    # the fit's own training data, so the reference is the one the fit would write
+    sessions, _, _, _, clean, _ = training_data(fit, training_archs(load_split(), fit.get("join_exams", [])), log)
     old = model.get("calibration_ref") or {}
-    new = clean_calibration_ref(mc.reference(sessions), clean)
-    copy_ref = mc.copy_reference([d for d in paths.expand_globs(fit["timeline_dirs"]) if Path(d).is_dir()])
-    if copy_ref:
-        new = dict(new, copy_gbps=copy_ref)
+    new = with_copy_reference(clean_calibration_ref(mc.reference(sessions), clean), fit["timeline_dirs"])
     if not new.get("host_index_us"):
         raise HaseError("no calibrated training session in the fit's timeline_dirs", rc_path)
     for k in ("host_index_us", "sessions", "machines", "elasticity", "elasticity_corr", "elasticity_machines"):

@@ -291,6 +291,20 @@ same configs on any machine. Families (each with its own parameter ranges, FAMIL
                Transpose ([B x 4, N, D]), 1-4 pre-norm transformer layers (heads of 32 or 64, SiLU MLP x2), folded
                back, a 1x1 conv, concatenated with the block's input and fused by a 3x3 conv; a 1x1 conv (x4),
                global average pool, Linear to 10-1000
+  resmlp       ResMLP-like over [B, 3, H, W] (size: H = W 128-384, a multiple of the patch, at most 576 tokens): a
+               patch-embedding conv (patch 8, 14 or 16, stride = patch, width 192-512), 4-16 blocks of an Affine
+               norm (a per-channel Mul and Add, no statistics), a cross-patch Linear over the token axis (Transpose,
+               Linear N -> N, Transpose; or a [N, N] weight MatMul'ed from the left and a bias), a per-channel layer
+               scale and a residual, then an Affine, a Linear GELU Linear channel MLP (x2-4), a layer scale and a
+               residual; an Affine, mean over tokens, Linear to 10-1000
+  ghostnet     GhostNet-like over [B, 3, H, W] (size: H = W 128-384, a multiple of 32): a stride-2 3x3 conv-BN-ReLU
+               (width 8-20), ghost bottlenecks: a ghost module (a 1x1 conv-BN-ReLU to ceil(C / ratio) channels, a
+               cheap depthwise 3x3 conv-BN-ReLU making (ratio - 1) more of each, concatenated, sliced to C; ratio 2
+               or 3) expanding x2-6, a depthwise kxk stride-2 conv-BN where the block strides (k 3 or 5), an optional
+               squeeze-and-excite (ReLU, HardSigmoid), a ghost module without ReLU projecting, and a residual (a
+               depthwise-then-1x1 conv-BN shortcut where the shape changes); 5 stages (widths 24, 40, 80, 112, 160
+               x0.5-1.3, 1-5 blocks); a 1x1 conv-BN-ReLU (x6), global average pool, a 1x1 conv (1024 or 1280),
+               ReLU, Linear to 10-1000
 Configs: batch 1 always, one batch of 4-16 and one of 32-64 (dlrm: 64-512 and 1024-2048; fttransformer, kan and
 neuralode: 64-256 and 1024-4096), each at a size the family allows (vqvae, capsnet, kan, wavenet, t5enc: the batch
 halves until the largest intermediate, a vqvae's distances, a capsnet's prediction vectors, a kan's spline bases, a
@@ -324,7 +338,7 @@ FAMILIES = ("cnn_plain", "cnn_mobile", "cnn_grouped", "vit", "swin", "hybrid", "
             "superres", "gnn", "diffusion", "implicit", "tasnet", "hrnet", "raft", "fttransformer", "vqvae",
             "capsnet", "kan", "nascell", "neuralode", "gmlp", "xcit", "stn", "aft", "res2net", "hourglass",
             "retnet", "convmixer", "wavenet", "t5enc", "llama", "maxvit", "focalnet", "levit", "poolformer",
-            "mobilevit")
+            "mobilevit", "resmlp", "ghostnet")
 # families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's or a vocoder's mel bins,
 # a tcn's, an rnn's or an ssm's C_in, an implicit model's 3 coordinates of each of its S points)
 SEQUENCE = ("encoder", "decoder", "conformer", "tcn", "rnn", "ssm", "vocoder", "implicit", "aft", "retnet",
@@ -956,6 +970,23 @@ def arch_spec(family: str, seed: int) -> dict:
                  vit_depths=[int(r.integers(1, 4)), int(r.integers(2, 5)), int(r.integers(1, 4))],
                  head_dim=_pick(r, [32, 64]), attn=_pick(r, ["manual", "sdpa"]), classes=_pick(r, [10, 100, 1000]))
         sizes = list(range(128, 385, 64))
+    elif family == "resmlp":
+        patch = _pick(r, [8, 14, 16, 16])
+        s.update(patch=patch, dim=_pick(r, [192, 256, 384, 512]), depth=int(r.integers(4, 17)),
+                 mlp_ratio=_pick(r, [2, 3, 4]), token_mix=_pick(r, ["linear", "matmul"]),
+                 classes=_pick(r, [10, 100, 1000]))
+        # at most 576 tokens (24 x 24): the cross-patch weights are N x N per block
+        sizes = [patch * n for n in range(8, 25) if 128 <= patch * n <= 384 and n % 2 == 0]
+    elif family == "ghostnet":
+        wm = float(_pick(r, [0.5, 0.75, 1.0, 1.3]))
+        s.update(width_mult=wm, stem_w=_div4(16 * wm), widths=[_div4(c * wm) for c in (24, 40, 80, 112, 160)],
+                 strides=[2, 2, 2, 1, 2], ratio=_pick(r, [2, 3]),
+                 depths=[int(r.integers(1, 3)), int(r.integers(1, 3)), int(r.integers(2, 6)), int(r.integers(1, 4)),
+                         int(r.integers(1, 5))],
+                 kernels=[_pick(r, [3, 5]) for _ in range(5)], expand=[_pick(r, [2, 3, 4, 6]) for _ in range(5)],
+                 se=[bool(r.random() < 0.5) for _ in range(5)], head_w=_pick(r, [1024, 1280]),
+                 classes=_pick(r, [10, 100, 1000]))
+        sizes = list(range(128, 385, 32))
     else:  # perceiver
         stem = _pick(r, ["patch", "conv"])
         patch = _pick(r, [4, 8, 16] if stem == "conv" else [4, 6, 8, 12, 14, 16])  # conv: log2(patch) stride-2 convs
@@ -982,6 +1013,12 @@ def arch_spec(family: str, seed: int) -> dict:
         while c["batch"] > 1 and c["batch"] * _largest_elems(s, c["size"]) > 2.5e8:
             c["batch"] //= 2
     return s
+
+
+def _div4(v: float) -> int:
+    """v rounded to a multiple of 4, not below 4 nor 10% under v (MobileNet's and GhostNet's make_divisible)."""
+    d = max(4, int(v + 2) // 4 * 4)
+    return d + 4 if d < 0.9 * v else d
 
 
 def _caps_n(s: dict, size: int) -> int:
@@ -5218,6 +5255,132 @@ def _build_mobilevit(s):
             return self.head(self.layers(x).mean(dim=(2, 3)))
 
     return MobileViT()
+
+
+def _build_resmlp(s, size):
+    import torch
+    import torch.nn as nn
+    d, n = s["dim"], (size // s["patch"]) ** 2
+
+    class Affine(nn.Module):
+        """ResMLP's norm: alpha * x + beta per channel (a Mul and an Add), no statistics."""
+        def __init__(self):
+            super().__init__()
+            self.alpha, self.beta = nn.Parameter(torch.ones(d)), nn.Parameter(torch.zeros(d))
+
+        def forward(self, x):
+            return self.alpha * x + self.beta
+
+    class CrossPatch(nn.Module):
+        """A Linear over the token axis of [B, N, D]: Transpose, Linear N -> N, Transpose ('linear'); or the
+        [N, N] weight MatMul'ed from the left plus a per-token bias ('matmul')."""
+        def __init__(self):
+            super().__init__()
+            if s["token_mix"] == "linear":
+                self.lin = nn.Linear(n, n)
+            else:
+                self.w, self.b = nn.Parameter(torch.eye(n)), nn.Parameter(torch.zeros(n))
+
+        def forward(self, x):
+            if s["token_mix"] == "linear":
+                return self.lin(x.transpose(1, 2)).transpose(1, 2)
+            return torch.matmul(self.w, x) + self.b.unsqueeze(-1)
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.n1, self.tok, self.n2 = Affine(), CrossPatch(), Affine()
+            self.mlp = nn.Sequential(nn.Linear(d, s["mlp_ratio"] * d), nn.GELU(), nn.Linear(s["mlp_ratio"] * d, d))
+            self.ls1, self.ls2 = nn.Parameter(torch.full((d,), 0.1)), nn.Parameter(torch.full((d,), 0.1))
+
+        def forward(self, x):
+            x = x + self.ls1 * self.tok(self.n1(x))
+            return x + self.ls2 * self.mlp(self.n2(x))
+
+    class ResMLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Conv2d(3, d, s["patch"], s["patch"])
+            self.blocks = nn.Sequential(*[Block() for _ in range(s["depth"])])
+            self.norm, self.head = Affine(), nn.Linear(d, s["classes"])
+
+        def forward(self, x):
+            t = self.blocks(self.embed(x).flatten(2).transpose(1, 2))
+            return self.head(self.norm(t).mean(dim=1))
+
+    return ResMLP()
+
+
+def _build_ghostnet(s):
+    import torch
+    import torch.nn as nn
+    ratio = s["ratio"]
+
+    class Ghost(nn.Module):
+        """A 1x1 conv to ceil(C / ratio) channels, a cheap depthwise 3x3 conv making (ratio - 1) more of each,
+        concatenated and sliced to C."""
+        def __init__(self, cin, cout, relu):
+            super().__init__()
+            init = -(-cout // ratio)
+            act = "relu" if relu else None
+            self.cout = cout if init * ratio > cout else None   # slice only what the Concat makes over C
+            self.primary = _conv_bn(cin, init, 1, act=act)
+            self.cheap = _conv_bn(init, init * (ratio - 1), 3, groups=init, act=act)
+
+        def forward(self, x):
+            a = self.primary(x)
+            y = torch.cat([a, self.cheap(a)], dim=1)
+            return y if self.cout is None else y[:, :self.cout]
+
+    class SE(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            hidden = _div4(c / 4)
+            self.f = nn.Sequential(nn.Conv2d(c, hidden, 1), nn.ReLU(), nn.Conv2d(hidden, c, 1), nn.Hardsigmoid())
+
+        def forward(self, x):
+            return x * self.f(x.mean(dim=(2, 3), keepdim=True))
+
+    class Bottleneck(nn.Module):
+        def __init__(self, cin, mid, cout, k, stride, se):
+            super().__init__()
+            self.g1 = Ghost(cin, mid, True)
+            self.dw = _conv_bn(mid, mid, k, stride, groups=mid, act=None) if stride > 1 else None
+            self.se = SE(mid) if se else None
+            self.g2 = Ghost(mid, cout, False)
+            self.short = None if stride == 1 and cin == cout else nn.Sequential(
+                _conv_bn(cin, cin, k, stride, groups=cin, act=None), _conv_bn(cin, cout, 1, act=None))
+
+        def forward(self, x):
+            y = self.g1(x)
+            if self.dw is not None:
+                y = self.dw(y)
+            if self.se is not None:
+                y = self.se(y)
+            y = self.g2(y)
+            return y + (x if self.short is None else self.short(x))
+
+    class GhostNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            c = s["stem_w"]
+            layers = [_conv_bn(3, c, 3, 2), Bottleneck(c, c, c, 3, 1, False)]
+            for w, st, dp, k, e, se in zip(s["widths"], s["strides"], s["depths"], s["kernels"], s["expand"],
+                                           s["se"]):
+                for j in range(dp):
+                    layers.append(Bottleneck(c, _div4(e * c), w, k, st if j == 0 else 1, se))
+                    c = w
+            head_c = _div4(6 * c)
+            layers.append(_conv_bn(c, head_c, 1))
+            self.layers = nn.Sequential(*layers)
+            self.conv_head = nn.Sequential(nn.Conv2d(head_c, s["head_w"], 1), nn.ReLU())
+            self.head = nn.Linear(s["head_w"], s["classes"])
+
+        def forward(self, x):
+            y = self.conv_head(self.layers(x).mean(dim=(2, 3), keepdim=True))
+            return self.head(y.flatten(1))
+
+    return GhostNet()
 
 
 def input_shape(spec: dict, batch: int, size: int) -> tuple:

@@ -28,7 +28,8 @@ SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1,
          "gnn": 1, "diffusion": 5, "implicit": 7, "tasnet": 1, "hrnet": 2, "raft": 3, "fttransformer": 6,
          "vqvae": 2, "capsnet": 2, "kan": 1, "nascell": 1, "neuralode": 3, "gmlp": 1, "xcit": 1, "stn": 1,
          "aft": 7, "res2net": 4, "hourglass": 8, "retnet": 2, "convmixer": 5, "wavenet": 10, "t5enc": 3,
-         "llama": 3, "maxvit": 1, "focalnet": 11, "levit": 3, "poolformer": 2, "mobilevit": 0}
+         "llama": 3, "maxvit": 1, "focalnet": 11, "levit": 3, "poolformer": 2, "mobilevit": 0,
+         "resmlp": 3, "ghostnet": 2}
 # tcn-s1: gated, LayerNorm, an uneven 'same' Pad; perceiver-s8: 2 MHA cross blocks; rnn-s1: a stride-2 Conv1d
 # front-end, 3 GRU layers, a mean head; linattn-s1: conv stem, elu+1 linear attention by MatMul; ssm-s1: 3 Mamba-like
 # blocks, a chunked scan (3 chunks of 64 at T 192); ssm-s5 (S4D, a long-convolution kernel) is exported by seed checks;
@@ -852,13 +853,17 @@ def _assert_a_new_exam(new, before: list, held_out: set, n_exam: int):
      {"t5enc-s3": "t5enc", "timm-gcvit_xtiny": "named"}, {"llama", "maxvit", "focalnet"}, 149),
     # v18: llama, maxvit and focalnet train now
     (18, (15, 16, 17), {"llama-s0", "maxvit-s8", "focalnet-s4", "t5enc-s17001", "timm-efficientvit_m3"},
-     {"levit-s3": "levit", "timm-dpn48b": "named"}, {"levit", "poolformer", "mobilevit"}, 155)])
+     {"levit-s3": "levit", "timm-dpn48b": "named"}, {"levit", "poolformer", "mobilevit"}, 155),
+    # v19: levit, poolformer and mobilevit train now
+    (19, (15, 16, 17, 18), {"levit-s0", "poolformer-s8", "mobilevit-s4", "focalnet-s18001", "timm-dpn48b",
+                            "timm-swinv2_cr_tiny_224"},
+     {"resmlp-s3": "resmlp", "ghostnet-s8": "ghostnet", "timm-fasternet_t1": "named"}, {"resmlp", "ghostnet"}, 152)])
 def test_exam_is_a_new_exam_over_v11s_training_and_the_joined_exams(version, joined, trains, families, held_out,
                                                                     n_exam):
-    """corpus_split_v<N>.yaml (N = 16, 17, 18): v11's training split plus the joined exams' architectures (train:
-    join_exams), an exam disjoint from it and from every earlier split by architecture and by (family, seed), three
-    held-out families no other split names, fresh seeds of every family seen before, >= 6 named models in no other
-    split, half of them CNNs, >= 40% not CNNs overall."""
+    """corpus_split_v<N>.yaml (N = 16-19): v11's training split plus the joined exams' architectures (train:
+    join_exams), an exam disjoint from it and from every earlier split by architecture and by (family, seed), the
+    held-out families (three; v19 two) no other split names, fresh seeds of every family seen before, >= 6 named
+    models in no other split, half of them CNNs, >= 40% not CNNs overall."""
     from hase.utils import paths
     v11 = corpus.load_split()
     older = {n: corpus.load_split(paths.REPO / "model_zoo" / f"corpus_split_v{n}.yaml") for n in range(12, version)}
@@ -1019,3 +1024,38 @@ def test_v18_family_exports_runs_and_does_what_it_says(tmp_path, fam, seed):
         dw = [n for n in convs if (attr(n, "group") or 1) > 1]
         assert len(dw) == 6 and all(attr(n, "kernel_shape") == [3, 3] for n in dw)
         assert ops.count("Concat") >= 3 and ops.count("LayerNormalization") == 2 * layers + 3
+
+
+@pytest.mark.parametrize("fam,seed", [("resmlp", 1), ("resmlp", 3), ("ghostnet", 1), ("ghostnet", 2)])
+def test_v19_family_exports_runs_and_does_what_it_says(tmp_path, fam, seed):
+    """The exam v19 held-out families at a small size, batch 2: the project's export path, the CPU EP, ORT equal to
+    PyTorch, and each family's defining structure; resmlp: one patch conv, no Softmax and no normalization by
+    statistics (no LayerNormalization, one ReduceMean: the token mean), per block 3 MatMuls (the cross-patch Linear
+    and the channel MLP), one Erf (GELU) and 6 Muls (two Affines, two layer scales, GELU's two), two Transposes per
+    block around the cross-patch Linear ('linear') or none (the weight MatMul'ed from the left, 'matmul');
+    ghostnet: per bottleneck two ghost modules (two Concats, each a 1x1 conv and a stride-1 depthwise 3x3 conv), a
+    depthwise stride-2 conv on the main path and on the shortcut of each of the 4 striding stages, one HardSigmoid
+    per squeeze-and-excite block, no Softmax."""
+    import onnx
+    spec, model, shape, out, sess, x, y = _export_and_run(tmp_path, fam, seed, 128, 2)
+    graph = onnx.load(str(out)).graph
+    ops = [n.op_type for n in graph.node]
+    attr = lambda n, k: next((list(a.ints) if a.ints else a.i for a in n.attribute if a.name == k), None)  # noqa
+    convs = [n for n in graph.node if n.op_type == "Conv"]
+    _matches_pytorch(model, x, y)
+    assert y.shape == (2, spec["classes"]) and "Softmax" not in ops
+    if fam == "resmlp":
+        depth, p = spec["depth"], spec["patch"]
+        assert len(convs) == 1 and attr(convs[0], "kernel_shape") == attr(convs[0], "strides") == [p, p]
+        assert "LayerNormalization" not in ops and ops.count("ReduceMean") == 1
+        assert ops.count("MatMul") == 3 * depth and ops.count("Erf") == depth and ops.count("Mul") == 6 * depth + 1
+        assert ops.count("Transpose") == 1 + (2 * depth if spec["token_mix"] == "linear" else 0)
+    else:
+        blocks = 1 + sum(spec["depths"])
+        n_se = sum(d for d, se in zip(spec["depths"], spec["se"]) if se)
+        dw = [n for n in convs if (attr(n, "group") or 1) > 1]
+        assert ops.count("Concat") == 2 * blocks and ops.count("HardSigmoid") == n_se
+        assert sum(attr(n, "strides") == [2, 2] for n in dw) == 8
+        cheap = [n for n in dw if attr(n, "strides") == [1, 1] and attr(n, "kernel_shape") == [3, 3]]
+        assert len(cheap) >= 2 * blocks
+        assert len(convs) == 4 * blocks + 4 + 2 * 5 + 2 * n_se + 3   # stem, head, conv head; 5 shortcuts

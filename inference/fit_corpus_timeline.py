@@ -72,6 +72,9 @@ DEFAULTS = {"timeline_dirs": ["benchmark/results/nvidia-h200/corpus/machine_*"],
             # gpu_pool; the host trees never see them): {timeline_dirs: [...], records: ...}; {} = none. Its rows of
             # an architecture the out-of-fold judgement holds out are held out with it.
             "gpu_pool": {},
+            # what the GPU-time trees learn (node_model.GPU_TARGETS): log_time, or roofline_ratio (a node's time over
+            # its nominal roofline time, so a node larger than any trained one is priced in proportion to its size)
+            "gpu_target": "log_time",
             "out": "inference/results/nvidia-h200/corpus"}
 
 
@@ -391,7 +394,8 @@ def main() -> int:
             tr = np.array([fold_of[a] != f for a in archs])
             pt = np.array([fold_of.get(a) != f for a in pool[2]], bool)   # the held-out archs' pooled rows too
             nm = NodeModel().fit([k for k, t in zip(ks, tr) if t], g[tr], h[tr], cfg["xgboost"],
-                                 gpu_pool=([k for k, t in zip(pool[0], pt) if t], pool[1][pt]) if len(pt) else None)
+                                 gpu_pool=([k for k, t in zip(pool[0], pt) if t], pool[1][pt]) if len(pt) else None,
+                                 target=cfg["gpu_target"])
             for m in train:
                 if fold_of[paths.model_arch(m)] != f or m not in lab.index:
                     continue
@@ -450,7 +454,8 @@ def main() -> int:
         cv["residual_log_q"] = spread["residual_log_q"]
 
     # ---- final: every training node
-    nm = NodeModel().fit(ks, g, h, cfg["xgboost"], gpu_pool=pool[:2] if len(pool[0]) else None)
+    nm = NodeModel().fit(ks, g, h, cfg["xgboost"], gpu_pool=pool[:2] if len(pool[0]) else None,
+                         target=cfg["gpu_target"])
     if len(pool[0]):
         nm.manifest["gpu_pool"].update(source=[str(x) for x in pool[3]], models=int(len(set(pool[4]))))
     out = Path(cfg["out"])

@@ -304,6 +304,41 @@ def step_target(us, steps) -> np.ndarray:
     return np.log1p(np.maximum(np.asarray(us, float), 0.0) / steps)
 
 
+# GPU target "roofline_ratio": the GPU trees learn a node's time over its roofline time instead of its time. A tree
+# predicts a constant per leaf, so on log time it prices every node larger than the largest it trained on as that
+# largest one: exam v18's LeViT BatchNormalization on 2-D inputs (rows x channels) runs at a flat ~13 GB/s whatever
+# its size, and the trees, trained up to 6,272 rows (timm's levit at batch 32), priced 12,800-20,736 rows at 0.08x.
+# On the ratio a leaf is a throughput, so a larger node of a known kind costs in proportion to its bytes or FLOPs,
+# which is how memory- and compute-bound kernels scale once they fill the GPU. The roofline is nominal (one
+# bandwidth and one FLOP rate for every GPU: the trees learn each GPU's efficiency against it); ROOFLINE_FLOOR_US keeps
+# the ratio finite for tiny and launchless nodes (their time is launch latency, not size).
+ROOFLINE_GBPS = 3000.0
+ROOFLINE_TFLOPS = 50.0
+ROOFLINE_FLOOR_US = 2.0
+GPU_TARGETS = ("log_time", "roofline_ratio")
+
+
+def roofline_us(kernels: list) -> np.ndarray:
+    """max(bytes / ROOFLINE_GBPS, FLOPs / ROOFLINE_TFLOPS) in us per (one-step) kernel."""
+    b = np.array([float(k.get("bytes_read") or 0) + float(k.get("bytes_written") or 0) for k in kernels], float)
+    f = np.array([float(k.get("flops") or 0) for k in kernels], float)
+    return np.maximum(b / (ROOFLINE_GBPS * 1e3), f / (ROOFLINE_TFLOPS * 1e6))
+
+
+def gpu_target(us, steps, base_us, kind: str) -> np.ndarray:
+    """The GPU trees' target: step_target (log_time) or log((us/step + floor) / (roofline + floor))."""
+    if kind == "log_time":
+        return step_target(us, steps)
+    return np.log((np.maximum(np.asarray(us, float), 0.0) / steps + ROOFLINE_FLOOR_US) / (base_us + ROOFLINE_FLOOR_US))
+
+
+def gpu_from_target(y, base_us, kind: str) -> np.ndarray:
+    """us per step from the GPU trees' output (gpu_target's inverse), never below 0."""
+    if kind == "log_time":
+        return np.maximum(np.expm1(y), 0.0)
+    return np.maximum(np.exp(y) * (base_us + ROOFLINE_FLOOR_US) - ROOFLINE_FLOOR_US, 0.0)
+
+
 class NodeModel:
     """Per-node GPU and host time (us) from two tree ensembles on log1p(us)."""
 
@@ -316,11 +351,14 @@ class NodeModel:
         self.dir = None
 
     # ---- training
-    def fit(self, kernels: list, gpu_us, host_us, params=None, gpu_pool=None):
+    def fit(self, kernels: list, gpu_us, host_us, params=None, gpu_pool=None, target="log_time"):
         """gpu_pool: (kernels, gpu_us) of another GPU of the same architecture (the H200 for the H100: the same SMs
         and clock, HBM at 4.8 against 3.35 TB/s): the GPU-time trees also learn from them, told apart by a feature
-        (POOL_FEATURE, 1 on the pooled rows, 0 on this GPU's and at prediction); the host trees never see them."""
+        (POOL_FEATURE, 1 on the pooled rows, 0 on this GPU's and at prediction); the host trees never see them.
+        target: what the GPU trees learn (GPU_TARGETS: log_time, or roofline_ratio: see roofline_us)."""
         import xgboost as xgb
+        if target not in GPU_TARGETS:
+            raise HaseError(f"gpu target '{target}' is not one of {', '.join(GPU_TARGETS)}", "gpu_target")
         pk, pg = gpu_pool if gpu_pool is not None else ([], [])
         self.type_codes = type_vocabulary([k["type"] for k in kernels])
         # the pool adds rows to the types this GPU has; a type only the other GPU ran stays unseen here (priced by
@@ -328,19 +366,24 @@ class NodeModel:
         known = np.array([k["type"] in self.type_codes for k in pk], bool)
         pk, pg = [k for k, t in zip(pk, known) if t], np.asarray(pg, float)[known] if len(known) else np.zeros(0)
         steps = np.array([recurrent_steps(k) for k in kernels], float)
-        X, _ = features([one_step(k) for k in kernels], self.type_codes)
-        Xg, yg = X, step_target(gpu_us, steps)
+        one = [one_step(k) for k in kernels]
+        X, _ = features(one, self.type_codes)
+        Xg, yg = X, gpu_target(gpu_us, steps, roofline_us(one), target)
         if len(pk):
-            Xp, _ = features([one_step(k) for k in pk], self.type_codes)
+            pone = [one_step(k) for k in pk]
+            Xp, _ = features(pone, self.type_codes)
             Xg = pd.concat([X.assign(**{POOL_FEATURE: 0.0}),
                             Xp.reindex(columns=X.columns, fill_value=0.0).assign(**{POOL_FEATURE: 1.0})],
                            ignore_index=True)
-            yg = np.concatenate([yg, step_target(pg, np.array([recurrent_steps(k) for k in pk], float))])
+            yg = np.concatenate([yg, gpu_target(pg, np.array([recurrent_steps(k) for k in pk], float),
+                                                roofline_us(pone), target)])
         for name, XX, y in (("gpu", Xg, yg), ("host", X, step_target(host_us, steps))):
             m = xgb.XGBRegressor(**{**PARAMS, **(params or {})})
             m.fit(XX.to_numpy(np.float32), y)
             self.boosters[name] = m.get_booster()
         self.manifest["instance_floor"] = instance_floor(kernels, gpu_us)   # this GPU's nodes only
+        if target != "log_time":   # models fitted before the key: log_time
+            self.manifest["gpu_target"] = target
         self.manifest.update({"features": list(X.columns), "type_codes": self.type_codes, "nodes": len(kernels),
                               "recurrent_per_step": True, "recurrent_nodes": int((steps > 1).sum()),
                               "float_dtypes": sorted(float_dtypes(kernels))})
@@ -361,8 +404,11 @@ class NodeModel:
         # Greater under 'elementwise'), so the trees see the kin in every type-derived feature
         kin = kin_of(self.type_codes)
         kernels = [dict(k, category=category_of(kin[k["type"]])) if k["type"] in kin else k for k in kernels]
-        X, _ = features([one_step(k) for k in kernels] if per_step else kernels, kin_codes(self.type_codes, kin))
+        one = [one_step(k) for k in kernels] if per_step else kernels
+        X, _ = features(one, kin_codes(self.type_codes, kin))
         x = X[self.manifest["features"]].to_numpy(np.float32)
+        target = self.manifest.get("gpu_target", "log_time")
+        base = roofline_us(one) if target != "log_time" else None
         out = []
         for n in ("gpu", "host"):
             b = self.boosters[n]
@@ -374,7 +420,7 @@ class NodeModel:
             else:                              # a fitted one: its booster
                 import xgboost as xgb
                 y = b.predict(xgb.DMatrix(xx))
-            out.append(np.maximum(np.expm1(y), 0.0) * steps)
+            out.append((gpu_from_target(y, base, target) if n == "gpu" else np.maximum(np.expm1(y), 0.0)) * steps)
         floor = (self.manifest.get("instance_floor") or {}).get("us_per_instance")
         if floor:   # models fitted before the floor (none in their manifest): as they were
             out[0] = np.maximum(out[0], floor * np.array([instances(k) for k in kernels], float))

@@ -1,0 +1,57 @@
+"""The roofline-ratio GPU target of inference/node_model.py: trees on a node's time over its nominal roofline time
+price a node larger than any they trained on in proportion to its bytes (a leaf is a throughput), where trees on
+log time price it as the largest they saw (exam v18: LeViT's 2-D BatchNormalization at 0.08x)."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hase.graph_model.dag_critical_path import records_in_file
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS_RECORDS = REPO / "ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz"
+
+
+def test_target_round_trip_and_roofline():
+    from hase.inference.node_model import gpu_from_target, gpu_target, roofline_us
+    ks = [{"bytes_read": 3e6, "bytes_written": 3e6, "flops": 1e6}, {"bytes_read": 0, "bytes_written": 0,
+                                                                      "flops": 5e9}, {}]
+    base = roofline_us(ks)
+    assert base[0] == pytest.approx(6e6 / 3e12 * 1e6) and base[1] == pytest.approx(5e9 / 50e12 * 1e6)
+    assert base[2] == 0.0
+    us = np.array([40.0, 150.0, 0.0])
+    for kind in ("log_time", "roofline_ratio"):
+        assert gpu_from_target(gpu_target(us, np.ones(3), base, kind), base, kind) == pytest.approx(us, abs=1e-9)
+
+
+def test_a_node_past_the_training_range_scales_with_its_bytes_on_the_ratio_only():
+    from hase.inference.node_model import NodeModel
+    from hase.utils.errors import HaseError
+    recs = records_in_file(CORPUS_RECORDS)
+    bn = next(k for m in sorted(recs) for k in recs[m]["kernels"]
+              if k["op_type"] == "BatchNormalization" and len(k["inputs"][0]["shape"]) == 4)
+    others = [k for m in sorted(recs)[:6] for k in recs[m]["kernels"]]
+
+    def rows(n, c=256):   # a BatchNormalization over a [n, c] input, its bytes as the record would count them
+        sh = lambda e: dict(e, shape=[n, c]) if e else e  # noqa: E731
+        w = [dict(e, shape=[c]) for e in bn["inputs"][1:]]
+        return dict(bn, inputs=[sh(bn["inputs"][0])] + w, outputs=[sh(e) for e in bn["outputs"]],
+                    weight_shapes=[[c]] * 4, bytes_read=4.0 * (n * c + 4 * c), bytes_written=4.0 * n * c,
+                    flops=2.0 * n * c)
+    gbps = 13.0   # the flat rate of ORT's CUDA BatchNormalization on 2-D inputs (H200 traces)
+    bn2 = [rows(n) for n in (512, 1024, 2048, 4096, 8192, 16384)] * 4
+    train = bn2 + others   # the other kernels at 2 us + their bytes at 1.5 TB/s
+    g = np.array([2.0 + (k["bytes_read"] + k["bytes_written"]) / ((gbps if i < len(bn2) else 1500.0) * 1e3)
+                  for i, k in enumerate(train)])
+    big, top = rows(65536), rows(16384)
+    want = 2.0 + (big["bytes_read"] + big["bytes_written"]) / (gbps * 1e3)
+    ratio = NodeModel().fit(train, g, np.full(len(train), 7.0), {"n_estimators": 80}, target="roofline_ratio")
+    assert ratio.manifest["gpu_target"] == "roofline_ratio"
+    pg, _ = ratio.predict([top, big])
+    assert pg[1] / pg[0] > 3.0 and pg[1] > 0.6 * want   # 4x the bytes: ~3.5x the time (the 2 us floor)
+    flat = NodeModel().fit(train, g, np.full(len(train), 7.0), {"n_estimators": 80})
+    assert "gpu_target" not in flat.manifest   # log_time: as every model fitted before the key
+    fg, _ = flat.predict([top, big])
+    assert fg[1] / fg[0] < 1.5 and fg[1] < 0.5 * want
+    with pytest.raises(HaseError, match="gpu target"):
+        NodeModel().fit(train, g, np.full(len(train), 7.0), {"n_estimators": 5}, target="linear")

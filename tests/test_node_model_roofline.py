@@ -55,3 +55,25 @@ def test_a_node_past_the_training_range_scales_with_its_bytes_on_the_ratio_only(
     assert fg[1] / fg[0] < 1.5 and fg[1] < 0.5 * want
     with pytest.raises(HaseError, match="gpu target"):
         NodeModel().fit(train, g, np.full(len(train), 7.0), {"n_estimators": 5}, target="linear")
+
+
+def test_the_installed_h200_node_model_prices_a_2d_batchnorm_in_proportion_past_its_rows():
+    """The shipped H200 corpus node model (gpu_target roofline_ratio since session 34): LeViT's BatchNormalization
+    over [20,736 rows, 320] (the most rows any training node had; traced at ~13 GB/s on the H200) priced at ~13 GB/s,
+    and the same node at 4x the rows ~3x that, where trees on log time would price it as the 20,736-row one."""
+    from hase.inference.node_model import NodeModel, with_context
+    nm = NodeModel.load(REPO / "inference/results/nvidia-h200/corpus/node_model")
+    assert nm.manifest.get("gpu_target") == "roofline_ratio"
+    ks = with_context(records_in_file(CORPUS_RECORDS)["levit-s3_bs64_288x288"]["kernels"])
+    bn = next(k for k in ks if k["op_type"] == "BatchNormalization" and k["inputs"][0]["shape"] == [20736, 320])
+
+    def rows(n):
+        sh = lambda e: dict(e, shape=[n, 320]) if e else e  # noqa: E731
+        f = n / 20736   # the record's own counts, scaled with the rows
+        return dict(bn, inputs=[sh(bn["inputs"][0])] + list(bn["inputs"][1:]), outputs=[sh(e) for e in bn["outputs"]],
+                    bytes_read=bn["bytes_read"] * f, bytes_written=bn["bytes_written"] * f, flops=bn["flops"] * f)
+    i = ks.index(bn)   # priced in its record (the trees read whether the neighbours launch)
+    top, big = rows(20736), rows(4 * 20736)
+    g = [nm.predict(ks[:i] + [k] + ks[i + 1:])[0][i] for k in (top, big)]
+    gbps = [(k["bytes_read"] + k["bytes_written"]) / (us * 1e3) for k, us in zip((top, big), g)]
+    assert 8.0 < gbps[0] < 20.0 and g[1] / g[0] > 2.5, (gbps, g)   # session 34: 13.2 GB/s, 3.0x

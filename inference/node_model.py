@@ -420,7 +420,7 @@ class NodeModel:
             else:                              # a fitted one: its booster
                 import xgboost as xgb
                 y = b.predict(xgb.DMatrix(xx))
-            out.append((gpu_from_target(y, base, target) if n == "gpu" else np.maximum(np.expm1(y), 0.0)) * steps)
+            out.append(gpu_from_target(y, base, target if n == "gpu" else "log_time") * steps)   # host: log time
         floor = (self.manifest.get("instance_floor") or {}).get("us_per_instance")
         if floor:   # models fitted before the floor (none in their manifest): as they were
             out[0] = np.maximum(out[0], floor * np.array([instances(k) for k in kernels], float))

@@ -6,8 +6,6 @@ split as the installed fit reads it (no pooled H100 rows, to keep it short). Two
 The score is per model: the sum of its nodes' predicted GPU time against the sum measured (CUPTI, medians).
   python inference/results/nvidia-h200/compare_roofline_target/run.py   (~25 min on 2 cores)
 """
-import json
-import sys
 from pathlib import Path
 
 import numpy as np

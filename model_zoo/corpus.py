@@ -19,7 +19,7 @@ SPLIT_FILE = paths.REPO / "model_zoo" / "corpus_split.yaml"
 CNN_FAMILIES = {"cnn_plain", "cnn_mobile", "cnn_grouped", "unet", "fpn", "convnext", "tcn", "dense",
                 "gan", "yolo", "video3d", "deeplab", "vocoder", "superres", "tasnet", "hrnet", "raft", "vqvae",
                 "capsnet", "nascell", "stn", "res2net", "hourglass", "convmixer", "wavenet", "focalnet",
-                "poolformer", "ghostnet"}
+                "poolformer", "ghostnet", "hardnet"}
 # tcn, vocoder, tasnet: 1-D convs; video3d: 3-D; raft: conv encoders and ConvGRU updates around a parameter-free
 # correlation (MatMul, AvgPool, a Gather or GridSample lookup), no attention
 # not CNNs: the attention and mixing families, rnn (LSTM/GRU; a Conv1d front-end at most), linattn (linear
@@ -39,7 +39,8 @@ CNN_FAMILIES = {"cnn_plain", "cnn_mobile", "cnn_grouped", "unet", "fpn", "convne
 # count as CNNs; t5enc (self-attention with a relative position bias) does not; focalnet (depthwise convs gating a
 # Linear's query, no attention map, as convnext) counts as a CNN; llama and maxvit (attention) do not; poolformer
 # (pooling as the token mixer, 1x1 convs) counts as a CNN; levit and mobilevit (attention) do not; ghostnet (1x1 and
-# depthwise convs, Concat) counts as a CNN; resmlp (token-mixing Linears, as gmlp) does not
+# depthwise convs, Concat) counts as a CNN; resmlp (token-mixing Linears, as gmlp) does not; hardnet (3x3 or 1x1 and
+# depthwise convs, harmonic Concats, pools) counts as a CNN; nystromformer (landmark attention, Softmax maps) does not
 # named models that are CNNs (for the corpus's non-CNN share); every other named model has attention or mixing
 NAMED_CNN = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide_resnet50_2", "mobilenet_v2",
              "mobilenet_v3_small", "mobilenet_v3_large", "vgg11", "vgg16_bn", "densenet121", "densenet169",
@@ -81,7 +82,12 @@ NAMED_CNN = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide
              # exam v19's named CNNs (resnet50_gn: GroupNorm; nf_resnet26: no normalization layers, weights
              # standardized in the graph)
              "timm-resnet50_gn", "timm-nf_resnet26", "timm-resnetblur18", "timm-efficientnet_em",
-             "timm-cs3darknet_m", "timm-hgnetv2_b2", "timm-regnety_008", "timm-fasternet_t1"}
+             "timm-cs3darknet_m", "timm-hgnetv2_b2", "timm-regnety_008", "timm-fasternet_t1",
+             # exam v20's named CNNs (resnetv2_50d_evos: EvoNorm-S0, no BatchNorm; skresnext50_32x4d: selective
+             # kernels, a Softmax over two branches, no token attention map, as skresnet34; mambaout_kobe: gated
+             # depthwise-conv blocks, no attention)
+             "timm-inception_v4", "timm-resnetv2_50d_evos", "timm-gernet_l", "timm-rexnet_130",
+             "timm-skresnext50_32x4d", "timm-efficientnet_x_b3", "timm-mambaout_kobe", "timm-regnetz_c16"}
 
 
 @dataclass

@@ -305,6 +305,24 @@ same configs on any machine. Families (each with its own parameter ranges, FAMIL
                depthwise-then-1x1 conv-BN shortcut where the shape changes); 5 stages (widths 24, 40, 80, 112, 160
                x0.5-1.3, 1-5 blocks); a 1x1 conv-BN-ReLU (x6), global average pool, a 1x1 conv (1024 or 1280),
                ReLU, Linear to 10-1000
+  hardnet      HarDNet-like over [B, 3, H, W] (size: H = W 128-384, a multiple of 32): a stride-2 3x3 conv-BN-act
+               (24 or 32), a 3x3 (HarDNet-DS: 1x1) conv-BN-act (48 or 64), a 3x3 stride-2 max pool (DS: a depthwise
+               stride-2 3x3 conv-BN); 4-5 stages (HarDNet-39/68-like) of a harmonic dense block of 4-16 layers
+               (layer l reads the Concat of layers l - 2^i for every 2^i dividing l, layer 0 the block's input; its
+               width growth 10-160 x grmul (1.6 or 1.7)^(links - 1), even; each a 3x3 conv-BN-act, or (DS) a 1x1
+               conv-BN-act and a depthwise 3x3 conv-BN; the block's output the Concat of its odd layers and its last),
+               a 1x1 conv-BN-act transition (widths 96-1024 x0.5-1), a 2x2 average pool (DS: a depthwise stride-2 conv)
+               after every stage but the last (68-like: nor the second); act ReLU or ReLU6 (Clip); global average
+               pool, Linear to 10-1000
+  nystromformer  Nystromformer encoder over a float sequence [B, S, D] (size: S 128-2048, a multiple of the landmarks,
+               at least 2 a segment; D 64-512, heads 2-8 of 32 or 64): learned positions; 2-8 pre- or post-norm blocks
+               of Nystrom attention (fused q/k/v Linear; q and k averaged over S / m segments to m = 16-128 landmarks
+               (Reshape, ReduceMean); three Softmax maps softmax(q kl^T) [S, m], softmax(ql kl^T) [m, m] and
+               softmax(ql k^T) [m, S]; the [m, m] map's Moore-Penrose pseudo-inverse by 3-8 unrolled Newton-Schulz
+               steps (each 4 m x m MatMuls and 3 Subs from scaled identities, started at A^T over its largest column
+               and row sums); out = k1 (pinv (k3 v)); optionally plus a depthwise (17-65 x 1) Conv2d of v over the
+               tokens, a group per head) and a GELU FFN (x2 or x4); a final LayerNorm (pre-norm), then the sequence
+               [B, S, D] or a mean over tokens and a Linear to 2-1000
 Configs: batch 1 always, one batch of 4-16 and one of 32-64 (dlrm: 64-512 and 1024-2048; fttransformer, kan and
 neuralode: 64-256 and 1024-4096), each at a size the family allows (vqvae, capsnet, kan, wavenet, t5enc: the batch
 halves until the largest intermediate, a vqvae's distances, a capsnet's prediction vectors, a kan's spline bases, a
@@ -338,11 +356,11 @@ FAMILIES = ("cnn_plain", "cnn_mobile", "cnn_grouped", "vit", "swin", "hybrid", "
             "superres", "gnn", "diffusion", "implicit", "tasnet", "hrnet", "raft", "fttransformer", "vqvae",
             "capsnet", "kan", "nascell", "neuralode", "gmlp", "xcit", "stn", "aft", "res2net", "hourglass",
             "retnet", "convmixer", "wavenet", "t5enc", "llama", "maxvit", "focalnet", "levit", "poolformer",
-            "mobilevit", "resmlp", "ghostnet")
+            "mobilevit", "resmlp", "ghostnet", "hardnet", "nystromformer")
 # families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's or a vocoder's mel bins,
 # a tcn's, an rnn's or an ssm's C_in, an implicit model's 3 coordinates of each of its S points)
 SEQUENCE = ("encoder", "decoder", "conformer", "tcn", "rnn", "ssm", "vocoder", "implicit", "aft", "retnet",
-            "t5enc", "llama")   # (a wavenet's input is channels first, [B, C_in, T]: input_shape)
+            "t5enc", "llama", "nystromformer")   # (a wavenet's input is channels first, [B, C_in, T]: input_shape)
 MID_BATCHES, BIG_BATCHES = (4, 8, 16), (32, 64)
 
 
@@ -987,6 +1005,29 @@ def arch_spec(family: str, seed: int) -> dict:
                  se=[bool(r.random() < 0.5) for _ in range(5)], head_w=_pick(r, [1024, 1280]),
                  classes=_pick(r, [10, 100, 1000]))
         sizes = list(range(128, 385, 32))
+    elif family == "hardnet":
+        wm = float(_pick(r, [0.5, 0.75, 1.0]))
+        if r.random() < 0.5:   # HarDNet-68-like: 5 stages, no downsampling after the second and the last
+            widths, down = (128, 256, 320, 640, 1024), [True, False, True, True, False]
+            growth = [_pick(r, [10, 14, 16]), _pick(r, [16, 20]), _pick(r, [20, 24, 32]), _pick(r, [32, 40, 48]),
+                      _pick(r, [64, 96, 128, 160])]
+            layers = [_pick(r, [4, 8]), _pick(r, [8, 16]), _pick(r, [8, 16]), _pick(r, [8, 16]), _pick(r, [4, 8])]
+        else:                  # HarDNet-39-like: 4 stages
+            widths, down = (96, 320, 640, 1024), [True, True, True, False]
+            growth = [_pick(r, [12, 16]), _pick(r, [16, 20, 24]), _pick(r, [32, 48, 64]), _pick(r, [96, 128, 160])]
+            layers = [_pick(r, [4, 8]), _pick(r, [8, 16]), _pick(r, [4, 8, 16]), _pick(r, [4, 8])]
+        s.update(width_mult=wm, stem_w=[_pick(r, [24, 32]), _pick(r, [48, 64])], widths=[_div4(c * wm) for c in widths],
+                 down=down, growth=growth, layers=layers, grmul=float(_pick(r, [1.6, 1.7])),
+                 depthwise=bool(r.random() < 0.4), act=_pick(r, ["relu6", "relu"]), classes=_pick(r, [10, 100, 1000]))
+        sizes = list(range(128, 385, 32))
+    elif family == "nystromformer":
+        heads = _pick(r, [2, 4, 6, 8])
+        m = _pick(r, [16, 32, 64, 128])
+        s.update(heads=heads, dim=heads * _pick(r, [32, 64]), depth=int(r.integers(2, 9)), landmarks=m,
+                 pinv_iters=int(r.integers(3, 9)), conv_k=_pick(r, [0, 17, 33, 65]), ffn_ratio=_pick(r, [2, 4]),
+                 norm=_pick(r, ["pre", "post"]), head=_pick(r, ["seq", "mean"]), classes=_pick(r, [2, 10, 100, 1000]))
+        # segments of S / landmarks tokens: S a multiple of the landmarks, at least 2 tokens a segment
+        sizes = [z for z in (128, 256, 384, 512, 768, 1024, 1536, 2048) if z % m == 0 and z >= 2 * m]
     else:  # perceiver
         stem = _pick(r, ["patch", "conv"])
         patch = _pick(r, [4, 8, 16] if stem == "conv" else [4, 6, 8, 12, 14, 16])  # conv: log2(patch) stride-2 convs
@@ -5381,6 +5422,149 @@ def _build_ghostnet(s):
             return self.head(y.flatten(1))
 
     return GhostNet()
+
+
+def hardnet_links(n: int, growth: int, grmul: float, base: int) -> tuple:
+    """A harmonic dense block of n layers over `base` input channels: (links, widths, out_ch). Layer l (1-based)
+    reads the Concat of layers l - 2^i for every 2^i dividing l (layer 0: the block's input); its width is
+    growth x grmul^(number of those links - 1), rounded to an even count; the block's output is the Concat of the odd
+    layers and the last."""
+    links, widths = [[]], [base]
+    for layer in range(1, n + 1):
+        link, ch, i = [], float(growth), 0
+        while 2 ** i <= layer:
+            if layer % 2 ** i == 0:
+                link.append(layer - 2 ** i)
+                if i > 0:
+                    ch *= grmul
+            i += 1
+        links.append(link)
+        widths.append(int(int(ch + 1) / 2) * 2)
+    out = [j for j in range(1, n + 1) if j % 2 == 1 or j == n]
+    return links, widths, sum(widths[j] for j in out)
+
+
+def _build_hardnet(s):
+    import torch
+    import torch.nn as nn
+
+    def act():
+        return nn.ReLU6() if s["act"] == "relu6" else nn.ReLU()
+
+    def cba(cin, cout, k=3, stride=1, groups=1, relu=True):
+        layers = [nn.Conv2d(cin, cout, k, stride, k // 2, groups=groups, bias=False), nn.BatchNorm2d(cout)]
+        return nn.Sequential(*(layers + [act()] if relu else layers))
+
+    def layer(cin, cout):
+        """A 3x3 conv-BN-act, or (HarDNet-DS) a 1x1 conv-BN-act and a depthwise 3x3 conv-BN."""
+        if s["depthwise"]:
+            return nn.Sequential(cba(cin, cout, 1), cba(cout, cout, 3, groups=cout, relu=False))
+        return cba(cin, cout, 3)
+
+    class HarDBlock(nn.Module):
+        def __init__(self, base, growth, n):
+            super().__init__()
+            self.links, widths, self.out_ch = hardnet_links(n, growth, s["grmul"], base)
+            self.out = [j for j in range(1, n + 1) if j % 2 == 1 or j == n]
+            self.layers = nn.ModuleList([layer(sum(widths[i] for i in self.links[j]), widths[j])
+                                         for j in range(1, n + 1)])
+
+        def forward(self, x):
+            ys = [x]
+            for j, f in enumerate(self.layers, 1):
+                tin = [ys[i] for i in self.links[j]]
+                ys.append(f(torch.cat(tin, dim=1) if len(tin) > 1 else tin[0]))
+            return torch.cat([ys[j] for j in self.out], dim=1)
+
+    class HarDNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            c1, c2 = s["stem_w"]
+            ds = s["depthwise"]
+            blocks = [cba(3, c1, 3, 2), cba(c1, c2, 1 if ds else 3),
+                      cba(c2, c2, 3, 2, groups=c2, relu=False) if ds else nn.MaxPool2d(3, 2, 1)]
+            c = c2
+            for w, g, n, down in zip(s["widths"], s["growth"], s["layers"], s["down"]):
+                blk = HarDBlock(c, g, n)
+                blocks += [blk, cba(blk.out_ch, w, 1)]
+                c = w
+                if down:
+                    blocks.append(cba(c, c, 3, 2, groups=c, relu=False) if ds else nn.AvgPool2d(2, 2))
+            self.features = nn.Sequential(*blocks)
+            self.head = nn.Linear(c, s["classes"])
+
+        def forward(self, x):
+            return self.head(self.features(x).mean(dim=(2, 3)))
+
+    return HarDNet()
+
+
+def _build_nystromformer(s, size):
+    import torch
+    import torch.nn as nn
+    d, h, m, T = s["dim"], s["heads"], s["landmarks"], size
+    dh = d // h
+
+    class NystromAttention(nn.Module):
+        """Self-attention through m landmarks (segment means of q and k over S / m tokens each): softmax(q kl^T)
+        [S, m] times the Moore-Penrose pseudo-inverse of softmax(ql kl^T) [m, m] (pinv_iters Newton-Schulz steps,
+        4 m x m MatMuls each) times softmax(ql k^T) v [m, dh]; optionally plus a depthwise (conv_k x 1) conv of v
+        over the tokens, one per head."""
+        def __init__(self):
+            super().__init__()
+            self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            k = s["conv_k"]
+            self.conv = nn.Conv2d(h, h, (k, 1), padding=(k // 2, 0), groups=h, bias=False) if k else None
+            self.register_buffer("eye", torch.eye(m), persistent=False)
+
+        def pinv(self, a):
+            v = a.transpose(-1, -2) / (a.sum(dim=-2).amax(dim=-1) * a.sum(dim=-1).amax(dim=-1))[..., None, None]
+            eye = self.eye
+            for _ in range(s["pinv_iters"]):
+                av = a @ v
+                v = (0.25 * v) @ (13 * eye - av @ (15 * eye - av @ (7 * eye - av)))
+            return v
+
+        def forward(self, x):
+            q, k, v = self.qkv(x).reshape(-1, T, 3, h, dh).permute(2, 0, 3, 1, 4).unbind(0)
+            q = q * dh ** -0.5
+            ql = q.reshape(-1, h, m, T // m, dh).mean(dim=-2)
+            kl = k.reshape(-1, h, m, T // m, dh).mean(dim=-2)
+            k1 = torch.softmax(q @ kl.transpose(-1, -2), dim=-1)     # [B, h, S, m]
+            k2 = torch.softmax(ql @ kl.transpose(-1, -2), dim=-1)    # [B, h, m, m]
+            k3 = torch.softmax(ql @ k.transpose(-1, -2), dim=-1)     # [B, h, m, S]
+            y = k1 @ (self.pinv(k2) @ (k3 @ v))
+            if self.conv is not None:
+                y = y + self.conv(v)
+            return self.out(y.transpose(1, 2).reshape(-1, T, d))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.n1, self.attn, self.n2 = nn.LayerNorm(d), NystromAttention(), nn.LayerNorm(d)
+            self.ffn = nn.Sequential(nn.Linear(d, s["ffn_ratio"] * d), nn.GELU(), nn.Linear(s["ffn_ratio"] * d, d))
+
+        def forward(self, x):
+            if s["norm"] == "pre":
+                x = x + self.attn(self.n1(x))
+                return x + self.ffn(self.n2(x))
+            x = self.n1(x + self.attn(x))
+            return self.n2(x + self.ffn(x))
+
+    class Nystromformer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pos = nn.Parameter(torch.randn(1, T, d) * 0.02)
+            self.blocks = nn.Sequential(*[Block() for _ in range(s["depth"])])
+            self.norm = nn.LayerNorm(d) if s["norm"] == "pre" else None   # post-norm blocks end normalised
+            self.head = nn.Linear(d, s["classes"]) if s["head"] == "mean" else None
+
+        def forward(self, x):
+            y = self.blocks(x + self.pos)
+            y = y if self.norm is None else self.norm(y)
+            return y if self.head is None else self.head(y.mean(dim=1))
+
+    return Nystromformer()
 
 
 def input_shape(spec: dict, batch: int, size: int) -> tuple:

@@ -29,7 +29,7 @@ SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1,
          "vqvae": 2, "capsnet": 2, "kan": 1, "nascell": 1, "neuralode": 3, "gmlp": 1, "xcit": 1, "stn": 1,
          "aft": 7, "res2net": 4, "hourglass": 8, "retnet": 2, "convmixer": 5, "wavenet": 10, "t5enc": 3,
          "llama": 3, "maxvit": 1, "focalnet": 11, "levit": 3, "poolformer": 2, "mobilevit": 0,
-         "resmlp": 3, "ghostnet": 2}
+         "resmlp": 3, "ghostnet": 2, "hardnet": 1, "nystromformer": 5}
 # tcn-s1: gated, LayerNorm, an uneven 'same' Pad; perceiver-s8: 2 MHA cross blocks; rnn-s1: a stride-2 Conv1d
 # front-end, 3 GRU layers, a mean head; linattn-s1: conv stem, elu+1 linear attention by MatMul; ssm-s1: 3 Mamba-like
 # blocks, a chunked scan (3 chunks of 64 at T 192); ssm-s5 (S4D, a long-convolution kernel) is exported by seed checks;
@@ -59,6 +59,8 @@ SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1,
 # wavenet-s10: 40 channels in, 6 layers of kernel 2 (dilation 1-32), 128 residual, 256 skip, 256 out, T 1024;
 # t5enc-s3: 4 heads of 32, 5 blocks, 64 buckets shared by the blocks
 # llama-s3: 12 heads of 32, 1 key/value head, SDPA, no head; maxvit-s1: window 7, 2 stages; focalnet-s11: 3 stages
+# hardnet-s1: HarDNet-DS (1x1 + depthwise 3x3 layers), 5 stages of 4-16 layers, 128 px; nystromformer-s5: 2 heads of
+# 32, 4 pre-norm blocks, 32 landmarks over 128 tokens, 8 pseudo-inverse steps, a depthwise 17 x 1 conv on v, mean head
 
 
 def test_specs_are_seeded_and_reproducible():
@@ -857,13 +859,18 @@ def _assert_a_new_exam(new, before: list, held_out: set, n_exam: int):
     # v19: levit, poolformer and mobilevit train now
     (19, (15, 16, 17, 18), {"levit-s0", "poolformer-s8", "mobilevit-s4", "focalnet-s18001", "timm-dpn48b",
                             "timm-swinv2_cr_tiny_224"},
-     {"resmlp-s3": "resmlp", "ghostnet-s8": "ghostnet", "timm-fasternet_t1": "named"}, {"resmlp", "ghostnet"}, 152)])
+     {"resmlp-s3": "resmlp", "ghostnet-s8": "ghostnet", "timm-fasternet_t1": "named"}, {"resmlp", "ghostnet"}, 152),
+    # v20: resmlp and ghostnet train now
+    (20, (15, 16, 17, 18, 19), {"resmlp-s0", "ghostnet-s8", "levit-s19001", "timm-fasternet_t1",
+                                "timm-eva02_small_patch14_224", "timm-dpn48b"},
+     {"hardnet-s3": "hardnet", "nystromformer-s8": "nystromformer", "ghostnet-s20001": "ghostnet",
+      "timm-nest_small": "named"}, {"hardnet", "nystromformer"}, 156)])
 def test_exam_is_a_new_exam_over_v11s_training_and_the_joined_exams(version, joined, trains, families, held_out,
                                                                     n_exam):
-    """corpus_split_v<N>.yaml (N = 16-19): v11's training split plus the joined exams' architectures (train:
+    """corpus_split_v<N>.yaml (N = 16-20): v11's training split plus the joined exams' architectures (train:
     join_exams), an exam disjoint from it and from every earlier split by architecture and by (family, seed), the
-    held-out families (three; v19 two) no other split names, fresh seeds of every family seen before, >= 6 named
-    models in no other split, half of them CNNs, >= 40% not CNNs overall."""
+    held-out families (three; v19 and v20 two) no other split names, fresh seeds of every family seen before, >= 6
+    named models in no other split, half of them CNNs, >= 40% not CNNs overall."""
     from hase.utils import paths
     v11 = corpus.load_split()
     older = {n: corpus.load_split(paths.REPO / "model_zoo" / f"corpus_split_v{n}.yaml") for n in range(12, version)}
@@ -1059,3 +1066,53 @@ def test_v19_family_exports_runs_and_does_what_it_says(tmp_path, fam, seed):
         cheap = [n for n in dw if attr(n, "strides") == [1, 1] and attr(n, "kernel_shape") == [3, 3]]
         assert len(cheap) >= 2 * blocks
         assert len(convs) == 4 * blocks + 4 + 2 * 5 + 2 * n_se + 3   # stem, head, conv head; 5 shortcuts
+
+
+@pytest.mark.parametrize("fam,seed", [("hardnet", 1), ("hardnet", 2), ("nystromformer", 4), ("nystromformer", 3)])
+def test_v20_family_exports_runs_and_does_what_it_says(tmp_path, fam, seed):
+    """The exam v20 held-out families at a small size, batch 2: the project's export path, the CPU EP, ORT equal to
+    PyTorch, and each family's defining structure; hardnet: no attention (no Softmax, no MatMul), one Concat per even
+    layer of a block (layer l reads layers l - 2^i, as many inputs as powers of two divide l) and one for the block's
+    output (its odd layers and its last), the convs of the stem, the layers (1x1 + depthwise 3x3 in HarDNet-DS) and the
+    1x1 transitions, an activation (Relu, or Clip for ReLU6) after each but the depthwise convs, a max pool and 2x2
+    average pools (HarDNet-DS: depthwise stride-2 convs instead); nystromformer-s4: post-norm, a depthwise 65 x 1 conv
+    on v, the sequence out; -s3: 128 landmarks over 256 tokens, no conv; per block 3 Softmax maps, 10 MatMuls (4
+    Linears, 6 attention products) and 4 per pseudo-inverse step (3 Subs of the identity each), 2 segment means."""
+    import onnx
+    from hase.model_zoo.generator import hardnet_links
+    spec = arch_spec(fam, seed)
+    size = 128 if fam == "hardnet" else max(128, 2 * spec["landmarks"])
+    spec, model, shape, out, sess, x, y = _export_and_run(tmp_path, fam, seed, size, 2)
+    graph = onnx.load(str(out)).graph
+    ops = [n.op_type for n in graph.node]
+    attr = lambda n, k: next((list(a.ints) if a.ints else a.i for a in n.attribute if a.name == k), None)  # noqa
+    convs = [n for n in graph.node if n.op_type == "Conv"]
+    dw = [n for n in convs if (attr(n, "group") or 1) > 1]
+    _matches_pytorch(model, x, y)
+    if fam == "hardnet":
+        layers, stages, downs = sum(spec["layers"]), len(spec["layers"]), sum(spec["down"])
+        assert y.shape == (2, spec["classes"]) and "Softmax" not in ops and "MatMul" not in ops
+        fan_in = []
+        for g, n in zip(spec["growth"], spec["layers"]):
+            links, _, _ = hardnet_links(n, g, spec["grmul"], 1)
+            assert n < 8 or links[8] == [7, 6, 4, 0]        # layer 8 reads layers 7, 6, 4 and the block's input
+            fan_in += [len(links[j]) for j in range(2, n + 1, 2)] + [len(range(1, n + 1, 2)) + (n % 2 == 0)]
+        assert sorted(len(n.input) for n in graph.node if n.op_type == "Concat") == sorted(fan_in)
+        assert ops.count("Clip" if spec["act"] == "relu6" else "Relu") == 2 + layers + stages
+        if spec["depthwise"]:
+            assert len(convs) == 3 + 2 * layers + stages + downs and len(dw) == 1 + layers + downs
+            assert "MaxPool" not in ops and "AveragePool" not in ops
+        else:
+            assert len(convs) == 2 + layers + stages and not dw
+            assert ops.count("MaxPool") == 1 and ops.count("AveragePool") == downs
+    else:
+        depth, k = spec["depth"], spec["conv_k"]
+        want = (2, size, spec["dim"]) if spec["head"] == "seq" else (2, spec["classes"])
+        assert shape == (2, size, spec["dim"]) and y.shape == want
+        assert ops.count("Softmax") == 3 * depth
+        assert ops.count("MatMul") == depth * (10 + 4 * spec["pinv_iters"])
+        assert ops.count("Sub") == depth * 3 * spec["pinv_iters"]
+        assert ops.count("ReduceMean") == 2 * depth + (spec["head"] == "mean")
+        assert ops.count("LayerNormalization") == 2 * depth + (spec["norm"] == "pre")
+        assert len(convs) == (depth if k else 0) and len(dw) == len(convs)
+        assert all(attr(n, "kernel_shape") == [k, 1] and attr(n, "group") == spec["heads"] for n in convs)

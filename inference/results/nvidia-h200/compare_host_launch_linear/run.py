@@ -24,19 +24,32 @@ ROOT = OUT.parents[3]
 REF_HOST_US, IDLE_FRAC, MIN_MODELS = 7.42, 0.6, 20
 
 
+def family(m: str) -> str:
+    return m.split("-")[0].split("_bs")[0]
+
+
+def labels(p: Path) -> pd.DataFrame:
+    """Per model of one machine folder: GPU idle and span (trace medians), clean label and its calibration."""
+    t = pd.read_csv(p / "trace_sessions.csv.xz").groupby("model").agg(idle_us=("gpu_idle_us", "median"),
+                                                                      span_us=("span_us", "median"))
+    c = pd.read_csv(p / "clean_sessions.csv.xz").groupby("model").agg(
+        clean_ms=("e2e_clean_median_ms", "median"), host_index_us=("clean_calib_host_index_us", "median"))
+    return t.join(c, how="inner")
+
+
+def first_session_nodes(p: Path, cols: list) -> pd.DataFrame:
+    """trace_nodes' rows of each model's first traced session."""
+    nd = pd.read_csv(p / "trace_nodes.csv.xz", usecols=["model", "session"] + cols)
+    return nd[nd["session"] == nd.groupby("model")["session"].transform("min")]
+
+
 def machine_rows(p: Path) -> pd.DataFrame:
     """One row per model of one machine folder: idle fraction, clean label, calibration, op counts, launches."""
-    ts = pd.read_csv(p / "trace_sessions.csv.xz")
-    cs = pd.read_csv(p / "clean_sessions.csv.xz")
-    nd = pd.read_csv(p / "trace_nodes.csv.xz", usecols=["model", "session", "op", "launches"])
-    nd = nd[nd["session"] == nd.groupby("model")["session"].transform("min")]
+    nd = first_session_nodes(p, ["op", "launches"])
     op = np.where(nd["launches"] == 0, "nolaunch", nd["op"])
     counts = nd.assign(op=op).groupby(["model", "op"]).size().unstack(fill_value=0)
     counts["launches"] = nd.groupby("model")["launches"].sum()
-    t = ts.groupby("model").agg(idle_us=("gpu_idle_us", "median"), span_us=("span_us", "median"))
-    c = cs.groupby("model").agg(clean_ms=("e2e_clean_median_ms", "median"),
-                                host_index_us=("clean_calib_host_index_us", "median"))
-    out = t.join(c, how="inner").join(counts, how="inner").reset_index()
+    out = labels(p).join(counts, how="inner").reset_index()
     out["machine"] = p.name
     return out
 
@@ -60,7 +73,7 @@ def main():
                   if (Path(x) / "clean_sessions.csv.xz").exists() and (Path(x) / "trace_nodes.csv.xz").exists())
     d = pd.concat([machine_rows(p) for p in dirs], ignore_index=True).fillna(0)
     d = d[d["idle_us"] / d["span_us"] >= IDLE_FRAC].reset_index(drop=True)
-    d["family"] = d["model"].str.split("-").str[0].str.split("_bs").str[0]
+    d["family"] = d["model"].map(family)
     y = d["clean_ms"].to_numpy() * 1e3 / (d["host_index_us"].to_numpy() / REF_HOST_US)
     meta = {"model", "machine", "family", "idle_us", "span_us", "clean_ms", "host_index_us", "launches"}
     ops = sorted(c for c in d.columns if c not in meta and (d[c] > 0).sum() >= MIN_MODELS)

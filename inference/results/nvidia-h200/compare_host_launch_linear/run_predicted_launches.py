@@ -18,14 +18,11 @@ import xgboost as xgb
 
 from hase.graph_model.dag_critical_path import available_records
 from hase.inference import node_model as nmod
+from run import family, first_session_nodes, fit, labels   # this folder's run.py
 
 OUT = Path(__file__).parent
 ROOT = OUT.parents[3]
 MACHINES, REF_HOST_US, IDLE_FRAC, FOLDS = ("ab", "ac", "ad", "ae"), 7.42, 0.6, 5
-
-
-def family(m: str) -> str:
-    return m.split("-")[0].split("_bs")[0]
 
 
 def arch(m: str) -> str:
@@ -59,16 +56,14 @@ def score(node_rows, model_rows, x, grp) -> dict:
         pred = np.zeros(len(d))
         for f in range(FOLDS):
             te = (d["fold"] == f).to_numpy()
-            A = np.c_[d.loc[~te, ["L", "nodes"]].to_numpy(float), np.ones((~te).sum())] / y[~te, None]
-            w = np.linalg.lstsq(A, np.ones((~te).sum()), rcond=None)[0]
+            w = fit(np.c_[d.loc[~te, ["L", "nodes"]].to_numpy(float), np.ones((~te).sum())], y[~te], 0.0)
             pred[te] = np.c_[d.loc[te, [col, "nodes"]].to_numpy(float), np.ones(te.sum())] @ w
         e = (pred / y - 1) * 100
         b1 = d["model"].str.contains("_bs1_").to_numpy()
         out[name] = {"mape_pct": float(np.mean(np.abs(e))), "within_10pct": float(np.mean(np.abs(e) <= 10) * 100),
                      "median_signed_pct": float(np.median(e)), "batch1_n": int(b1.sum()),
                      "batch1_mape_pct": float(np.mean(np.abs(e[b1])))}
-    A = np.c_[d[["L", "nodes"]].to_numpy(float), np.ones(len(d))] / y[:, None]
-    w = np.linalg.lstsq(A, np.ones(len(d)), rcond=None)[0]
+    w = fit(np.c_[d[["L", "nodes"]].to_numpy(float), np.ones(len(d))], y, 0.0)
     out["all_data_us"] = {"per_launch": float(w[0]), "per_node": float(w[1]), "c0": float(w[2])}
     return out
 
@@ -78,14 +73,8 @@ def main():
     node_rows, model_rows = [], []
     for mac in MACHINES:
         p = ROOT / f"benchmark/results/nvidia-h200/corpus/machine_{mac}"
-        ts = pd.read_csv(p / "trace_sessions.csv.xz")
-        cs = pd.read_csv(p / "clean_sessions.csv.xz")
-        nd = pd.read_csv(p / "trace_nodes.csv.xz", usecols=["model", "session", "node", "launches"])
-        nd = nd[nd["session"] == nd.groupby("model")["session"].transform("min")]
-        t = ts.groupby("model").agg(idle_us=("gpu_idle_us", "median"), span_us=("span_us", "median"))
-        c = cs.groupby("model").agg(clean_ms=("e2e_clean_median_ms", "median"),
-                                    host_index_us=("clean_calib_host_index_us", "median"))
-        t = t.join(c, how="inner")
+        nd = first_session_nodes(p, ["node", "launches"])
+        t = labels(p)
         t = t[t["idle_us"] / t["span_us"] >= IDLE_FRAC]
         recs, _ = available_records(str(ROOT / f"ort_analysis/ort_kernel_record/nvidia-h200/"
                                                f"corpus_records.machine_{mac}.json.xz"), sorted(t.index))

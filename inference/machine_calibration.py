@@ -21,7 +21,9 @@ ab, ac; session 15's back-to-back sessions showed ~0); a machine's median readin
 calibrated machines exist, the session-level slope of the trace sessions is kept; 1 where neither can be fitted.
 
 Scaled: per-node host dispatch (the timeline's `kappa`) and session.run's fixed cost (`c0_us`); and, with the
-inference config's calibrate_copies (off until an exam judges it: 5 machines post hoc moved both ways), by
+inference config's calibrate_copies (off: judged on 5 H200 exam machines, exams v16-v20, it never helped: ab
+14.2 -> 14.2%, ac 14.8 -> 15.4, ad 12.9 -> 14.4, ae 10.9 -> 11.1, af 10.4 -> 12.5%, where af's probe read 16 GB/s against
+the reference's 11.9 and its labels did not run faster), by
 copy_scales, session.run's input and output copies by the reference's copy rate over the target's (`run_h2d_16MiB_gbps`,
 `run_d2h_16MiB_gbps`: the copy session.run itself makes, read in a process of its own). Why: H100 machine m (exam
 v12) copied at 5.2-5.6 GB/s where the other H100s read 10.6-14.2, and its labels ran slower by 0.06-0.08 ms per MB of
@@ -184,7 +186,7 @@ def copy_note(scales: dict, copy_ms: float) -> str:
     d, s = max(far.items(), key=lambda kv: abs(math.log(kv[1])))
     return (f"calibration copy_gbps: this machine's {d} copies run {s:.2f}x as long as its GPU kind's typical "
             f"machine's; this prediction's copies ({copy_ms:.3f} ms) are not scaled (calibrate_copies: false; judged "
-            f"post hoc: inference/results/nvidia-h100/exam_v12/README.md)")
+            f"on 5 H200 exam machines: inference/results/nvidia-h200/exam_v20/README.md)")
 
 
 def calibrated_copies(prep: dict, scales: dict) -> dict:

@@ -19,7 +19,7 @@ SPLIT_FILE = paths.REPO / "model_zoo" / "corpus_split.yaml"
 CNN_FAMILIES = {"cnn_plain", "cnn_mobile", "cnn_grouped", "unet", "fpn", "convnext", "tcn", "dense",
                 "gan", "yolo", "video3d", "deeplab", "vocoder", "superres", "tasnet", "hrnet", "raft", "vqvae",
                 "capsnet", "nascell", "stn", "res2net", "hourglass", "convmixer", "wavenet", "focalnet",
-                "poolformer", "ghostnet", "hardnet"}
+                "poolformer", "ghostnet", "hardnet", "rednet"}
 # tcn, vocoder, tasnet: 1-D convs; video3d: 3-D; raft: conv encoders and ConvGRU updates around a parameter-free
 # correlation (MatMul, AvgPool, a Gather or GridSample lookup), no attention
 # not CNNs: the attention and mixing families, rnn (LSTM/GRU; a Conv1d front-end at most), linattn (linear
@@ -40,7 +40,10 @@ CNN_FAMILIES = {"cnn_plain", "cnn_mobile", "cnn_grouped", "unet", "fpn", "convne
 # Linear's query, no attention map, as convnext) counts as a CNN; llama and maxvit (attention) do not; poolformer
 # (pooling as the token mixer, 1x1 convs) counts as a CNN; levit and mobilevit (attention) do not; ghostnet (1x1 and
 # depthwise convs, Concat) counts as a CNN; resmlp (token-mixing Linears, as gmlp) does not; hardnet (3x3 or 1x1 and
-# depthwise convs, harmonic Concats, pools) counts as a CNN; nystromformer (landmark attention, Softmax maps) does not
+# depthwise convs, harmonic Concats, pools) counts as a CNN; nystromformer (landmark attention, Softmax maps) does not;
+# rednet (involution: per-pixel kernels generated from the input, a Softmax over the k x k taps of one pixel's
+# kernel, no query-key attention map, as skresnet's branch Softmax) counts as a CNN; bigbird (block-sparse attention)
+# does not
 # named models that are CNNs (for the corpus's non-CNN share); every other named model has attention or mixing
 NAMED_CNN = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide_resnet50_2", "mobilenet_v2",
              "mobilenet_v3_small", "mobilenet_v3_large", "vgg11", "vgg16_bn", "densenet121", "densenet169",
@@ -87,7 +90,11 @@ NAMED_CNN = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide
              # kernels, a Softmax over two branches, no token attention map, as skresnet34; mambaout_kobe: gated
              # depthwise-conv blocks, no attention)
              "timm-inception_v4", "timm-resnetv2_50d_evos", "timm-gernet_l", "timm-rexnet_130",
-             "timm-skresnext50_32x4d", "timm-efficientnet_x_b3", "timm-mambaout_kobe", "timm-regnetz_c16"}
+             "timm-skresnext50_32x4d", "timm-efficientnet_x_b3", "timm-mambaout_kobe", "timm-regnetz_c16",
+             # exam v21's named CNNs (dm_nfnet_f0: no normalization layers, weights standardized in the graph, as
+             # nf_resnet26; mixnet_xl: mixed depthwise kernels)
+             "timm-inception_resnet_v2", "timm-cs3edgenet_x", "timm-mobilenetv4_conv_large", "timm-darknet53",
+             "timm-dm_nfnet_f0", "timm-fbnetv3_g", "timm-mixnet_xl", "timm-xception65"}
 
 
 @dataclass

@@ -323,6 +323,29 @@ same configs on any machine. Families (each with its own parameter ranges, FAMIL
                and row sums); out = k1 (pinv (k3 v)); optionally plus a depthwise (17-65 x 1) Conv2d of v over the
                tokens, a group per head) and a GELU FFN (x2 or x4); a final LayerNorm (pre-norm), then the sequence
                [B, S, D] or a mean over tokens and a Linear to 2-1000
+  rednet       RedNet-like (involution) over [B, 3, H, W] (size: H = W 128-320, a multiple of 32): a stride-2 3x3
+               conv-BN-ReLU (16 or 32), optionally a 3x3 involution-BN-ReLU, a 3x3 conv-BN-ReLU (32 or 64), a 3x3
+               stride-2 max pool; 4 stages (RedNet-26/38/50-like: 1-3, 2-4, 4-6, 1-3 bottlenecks; mid widths 64-512
+               x0.5-1, a multiple of the group channels, out x4) of a 1x1 conv-BN-ReLU, a k x k involution (k 3, 5 or
+               7; a per-pixel kernel for each group of 8-32 channels generated from the input: a 2x2 average pool
+               where it strides, a 1x1 conv-BN-ReLU reducing x2 or x4, a 1x1 conv to groups x k^2, then a Softmax over
+               the k^2 taps (SAN's patchwise weights; bounded: with random weights an unbounded kernel, linear in the
+               input, squares the activations block after block); applied to the input's k x k neighbourhood either by
+               nn.Unfold (exported as im2col: Pad, Gathers, Transpose, Reshape) with a Mul and a ReduceSum over the
+               taps, or by k^2 shifted (strided) Slices of the padded input, each a Reshape, a Mul with its tap's
+               weights and an Add; stride 2 in the first block of stages 2-4), BN-ReLU, a 1x1 conv-BN, a residual (a
+               stride-s 1x1 conv-BN shortcut where the shape changes) and a ReLU; global average pool, Linear to
+               10-1000
+  bigbird      BigBird/Longformer-like block-sparse encoder over a float sequence [B, S, D] (size: S 256-4096, a
+               multiple of the block, at least 8 blocks; D 64-512, heads 2-8 of 32 or 64): learned positions; 2-8 pre-
+               or post-norm blocks of sparse attention (fused q/k/v Linear; the sequence in blocks of w = 32-128
+               tokens, each query block attending to its own, the previous and the next key blocks (Pad and Slices of
+               the blocked keys, Concat), 0-3 random key blocks (a constant index Gather, per layer, from the seed;
+               Longformer-like when 0) and the first g = 0-32 tokens as global keys (a broadcast MatMul); a constant
+               -inf mask for the padded edge blocks and the global keys already in a window; one Softmax over the
+               block's [w, (3 + r) w + g] scores, two MatMuls back; the g global queries attend to all S tokens (their
+               own Softmax over [g, S]) and replace their rows by Concat) and a GELU FFN (x2 or x4); a final LayerNorm
+               (pre-norm), then the sequence [B, S, D] or a mean over tokens and a Linear to 2-1000
 Configs: batch 1 always, one batch of 4-16 and one of 32-64 (dlrm: 64-512 and 1024-2048; fttransformer, kan and
 neuralode: 64-256 and 1024-4096), each at a size the family allows (vqvae, capsnet, kan, wavenet, t5enc: the batch
 halves until the largest intermediate, a vqvae's distances, a capsnet's prediction vectors, a kan's spline bases, a
@@ -356,11 +379,12 @@ FAMILIES = ("cnn_plain", "cnn_mobile", "cnn_grouped", "vit", "swin", "hybrid", "
             "superres", "gnn", "diffusion", "implicit", "tasnet", "hrnet", "raft", "fttransformer", "vqvae",
             "capsnet", "kan", "nascell", "neuralode", "gmlp", "xcit", "stn", "aft", "res2net", "hourglass",
             "retnet", "convmixer", "wavenet", "t5enc", "llama", "maxvit", "focalnet", "levit", "poolformer",
-            "mobilevit", "resmlp", "ghostnet", "hardnet", "nystromformer")
+            "mobilevit", "resmlp", "ghostnet", "hardnet", "nystromformer", "rednet", "bigbird")
 # families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's or a vocoder's mel bins,
 # a tcn's, an rnn's or an ssm's C_in, an implicit model's 3 coordinates of each of its S points)
 SEQUENCE = ("encoder", "decoder", "conformer", "tcn", "rnn", "ssm", "vocoder", "implicit", "aft", "retnet",
-            "t5enc", "llama", "nystromformer")   # (a wavenet's input is channels first, [B, C_in, T]: input_shape)
+            "t5enc", "llama", "nystromformer", "bigbird")
+# (a wavenet's input is channels first, [B, C_in, T]: input_shape)
 MID_BATCHES, BIG_BATCHES = (4, 8, 16), (32, 64)
 
 
@@ -1028,6 +1052,23 @@ def arch_spec(family: str, seed: int) -> dict:
                  norm=_pick(r, ["pre", "post"]), head=_pick(r, ["seq", "mean"]), classes=_pick(r, [2, 10, 100, 1000]))
         # segments of S / landmarks tokens: S a multiple of the landmarks, at least 2 tokens a segment
         sizes = [z for z in (128, 256, 384, 512, 768, 1024, 1536, 2048) if z % m == 0 and z >= 2 * m]
+    elif family == "rednet":
+        wm, gc = float(_pick(r, [0.5, 0.75, 1.0])), _pick(r, [8, 16, 32])
+        s.update(width_mult=wm, stem_w=_pick(r, [32, 64]), stem_inv=bool(r.random() < 0.5),
+                 depths=list(_pick(r, [[1, 2, 4, 1], [2, 3, 5, 2], [3, 4, 6, 3]])),   # RedNet-26/38/50-like
+                 mids=[max(gc, int(round(c * wm / gc)) * gc) for c in (64, 128, 256, 512)], expansion=4,
+                 k=_pick(r, [3, 5, 7]), group_ch=gc, reduction=_pick(r, [2, 4]), unfold=_pick(r, ["unfold", "slices"]),
+                 classes=_pick(r, [10, 100, 1000]))
+        sizes = list(range(128, 321, 32))
+    elif family == "bigbird":
+        heads, w = _pick(r, [2, 4, 6, 8]), _pick(r, [32, 64, 128])
+        s.update(heads=heads, dim=heads * _pick(r, [32, 64]), depth=int(r.integers(2, 9)), block=w,
+                 rand_blocks=_pick(r, [0, 1, 2, 3]), global_tokens=_pick(r, [0, 1, 8, 32]),
+                 ffn_ratio=_pick(r, [2, 4]), norm=_pick(r, ["pre", "post"]), head=_pick(r, ["seq", "mean"]),
+                 classes=_pick(r, [2, 10, 100, 1000]))
+        # S a multiple of the block, at least 8 blocks (a window of 3, the random blocks drawn outside it and
+        # outside the first (global) block)
+        sizes = [z for z in (256, 512, 1024, 2048, 3072, 4096) if z % w == 0 and z // w >= 8]
     else:  # perceiver
         stem = _pick(r, ["patch", "conv"])
         patch = _pick(r, [4, 8, 16] if stem == "conv" else [4, 6, 8, 12, 14, 16])  # conv: log2(patch) stride-2 convs
@@ -1090,6 +1131,10 @@ def _largest_elems(s: dict, size: int) -> int:
         return s["heads"][0] * (size // 16) ** 4
     if fam == "mobilevit":  # the first MobileViT block's scores: 4 patch groups x heads x N x N, N = (size / 16)^2
         return 4 * max(s["dims"][0] // s["head_dim"], 1) * (size // 16) ** 4
+    if fam == "rednet" and s["unfold"] == "unfold":   # the first stage's unfolded input, mid x k^2 x (H/4)^2
+        return s["mids"][0] * s["k"] ** 2 * (size // 4) ** 2
+    if fam == "bigbird":   # the block-sparse scores, heads x S x ((3 + random) blocks + global tokens)
+        return s["heads"] * size * ((3 + s["rand_blocks"]) * s["block"] + s["global_tokens"])
     if fam == "maxvit":    # the first stage's attention scores (heads x tokens x window^2) or its MBConv expansion
         return (size // 4) ** 2 * max(s["window"] ** 2 * max(s["base"] // 32, 1), 4 * s["base"])
     return 0
@@ -5566,6 +5611,172 @@ def _build_nystromformer(s, size):
 
     return Nystromformer()
 
+
+
+def _build_rednet(s, size):
+    import torch
+    import torch.nn as nn
+
+    def cbr(cin, cout, k=1, stride=1, relu=True):
+        layers = [nn.Conv2d(cin, cout, k, stride, k // 2, bias=False), nn.BatchNorm2d(cout)]
+        return nn.Sequential(*(layers + [nn.ReLU()] if relu else layers))
+
+    class Involution(nn.Module):
+        """A k x k involution: a kernel per pixel and per group of group_ch channels, generated from the input (a
+        2x2 average pool where it strides, a 1x1 conv-BN-ReLU reducing by `reduction`, a 1x1 conv to groups x k^2,
+        a Softmax over the taps), multiplied with the input's k x k neighbourhood (nn.Unfold, or k^2 shifted
+        Slices) and summed over the taps; hw: the input's height and width (static Slices and Reshapes)."""
+        def __init__(self, c, k, stride, hw):
+            super().__init__()
+            self.c, self.k, self.stride, self.g = c, k, stride, max(c // s["group_ch"], 1)   # (the stem's: 1-4)
+            self.hw = hw // stride   # the output's height and width
+            self.pool = nn.AvgPool2d(stride, stride) if stride > 1 else nn.Identity()
+            self.reduce = cbr(c, c // s["reduction"])
+            self.span = nn.Conv2d(c // s["reduction"], self.g * k * k, 1)
+            self.unfold = nn.Unfold(k, padding=(k - 1) // 2, stride=stride) if s["unfold"] == "unfold" else None
+
+        def forward(self, x):
+            k, g, c = self.k, self.g, self.c
+            w = self.span(self.reduce(self.pool(x)))
+            h = wd = self.hw
+            w = w.reshape(-1, g, 1, k * k, h, wd)
+            # a Softmax over the k^2 taps (SAN's patchwise weights): with random weights an unbounded kernel, linear
+            # in the input, would square the activations block after block
+            w = torch.softmax(w, dim=3)
+            if self.unfold is not None:
+                u = self.unfold(x).reshape(-1, g, c // g, k * k, h, wd)
+                return (w * u).sum(dim=3).reshape(-1, c, h, wd)
+            p, st = (k - 1) // 2, self.stride
+            xp = nn.functional.pad(x, (p, p, p, p))
+            out = None
+            for t, wt in enumerate(w.unbind(dim=3)):
+                i, j = divmod(t, k)
+                tap = xp[:, :, i:i + st * (h - 1) + 1:st, j:j + st * (wd - 1) + 1:st].reshape(-1, g, c // g, h, wd)
+                out = tap * wt if out is None else out + tap * wt
+            return out.reshape(-1, c, h, wd)
+
+    class Bottleneck(nn.Module):
+        def __init__(self, cin, mid, stride, hw):
+            super().__init__()
+            cout = mid * s["expansion"]
+            self.body = nn.Sequential(cbr(cin, mid), Involution(mid, s["k"], stride, hw), nn.BatchNorm2d(mid),
+                                      nn.ReLU(), cbr(mid, cout, relu=False))
+            self.short = cbr(cin, cout, 1, stride, relu=False) if stride > 1 or cin != cout else nn.Identity()
+            self.act = nn.ReLU()
+
+        def forward(self, x):
+            return self.act(self.body(x) + self.short(x))
+
+    class RedNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            c0 = s["stem_w"]
+            stem = [cbr(3, c0 // 2, 3, 2)]
+            if s["stem_inv"]:   # RedNet's stem: an involution between the two convs
+                stem += [Involution(c0 // 2, 3, 1, size // 2), nn.BatchNorm2d(c0 // 2), nn.ReLU()]
+            stem += [cbr(c0 // 2, c0, 3), nn.MaxPool2d(3, 2, 1)]
+            blocks, c, hw = stem, c0, size // 4
+            for i, (mid, n) in enumerate(zip(s["mids"], s["depths"])):
+                for b in range(n):
+                    stride = 2 if i > 0 and b == 0 else 1
+                    blocks.append(Bottleneck(c, mid, stride, hw))
+                    c, hw = mid * s["expansion"], hw // stride
+            self.features = nn.Sequential(*blocks)
+            self.head = nn.Linear(c, s["classes"])
+
+        def forward(self, x):
+            return self.head(self.features(x).mean(dim=(2, 3)))
+
+    return RedNet()
+
+
+def bigbird_random_blocks(nb: int, r: int, global_blocks: int, seed: int, layer: int) -> np.ndarray:
+    """[nb, r] key-block ids per query block: drawn (without replacement, from the seed and the layer) among the
+    blocks outside the query block's window (b - 1, b, b + 1) and outside the first `global_blocks` blocks."""
+    rng = np.random.default_rng([FAMILIES.index("bigbird"), int(seed), nb, layer])
+    out = np.zeros((nb, r), dtype=np.int64)
+    for b in range(nb):
+        pool = [j for j in range(global_blocks, nb) if abs(j - b) > 1]
+        out[b] = rng.choice(pool, size=r, replace=False)
+    return out
+
+
+def _build_bigbird(s, size):
+    import torch
+    import torch.nn as nn
+    d, h, w, T = s["dim"], s["heads"], s["block"], size
+    dh, nb, r, g = d // h, size // s["block"], s["rand_blocks"], s["global_tokens"]
+
+    class SparseAttention(nn.Module):
+        """Block-sparse self-attention (BigBird ITC / Longformer): each query block of w tokens attends to its
+        window of 3 key blocks, r random key blocks and the g global tokens, in one Softmax; the g global queries
+        attend to every token."""
+        def __init__(self, layer):
+            super().__init__()
+            self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            cols = (3 + r) * w + g
+            mask = torch.zeros(nb, 1, cols)
+            mask[0, 0, :w] = float("-inf")                  # the padded block before the first
+            mask[nb - 1, 0, 2 * w:3 * w] = float("-inf")    # and after the last
+            if g:                                           # global keys already in the window (block 0's tokens)
+                mask[:2, 0, (3 + r) * w:] = float("-inf")
+            self.register_buffer("mask", mask, persistent=False)
+            ids = bigbird_random_blocks(nb, r, 1 if g else 0, s["seed"], layer) if r else None
+            self.register_buffer("rand", torch.from_numpy(ids) if r else None, persistent=False)
+
+        def forward(self, x):
+            q, k, v = self.qkv(x).reshape(-1, T, 3, h, dh).permute(2, 0, 3, 1, 4).unbind(0)
+            q = q * dh ** -0.5
+            qb, kb, vb = (t.reshape(-1, h, nb, w, dh) for t in (q, k, v))
+
+            def window(t):   # [B, h, nb, (3 + r) w, dh]: the previous, own and next blocks, then the random ones
+                tp = nn.functional.pad(t, (0, 0, 0, 0, 1, 1))
+                parts = [tp[:, :, :-2], tp[:, :, 1:-1], tp[:, :, 2:]]
+                if r:
+                    parts.append(t[:, :, self.rand].reshape(-1, h, nb, r * w, dh))
+                return torch.cat(parts, dim=3)
+            kw, vw = window(kb), window(vb)
+            scores = qb @ kw.transpose(-1, -2)                               # [B, h, nb, w, (3 + r) w]
+            if g:
+                kg, vg = k[:, :, None, :g], v[:, :, None, :g]                # [B, h, 1, g, dh]
+                scores = torch.cat([scores, qb @ kg.transpose(-1, -2)], dim=-1)
+            p = torch.softmax(scores + self.mask, dim=-1)
+            y = p[..., :(3 + r) * w] @ vw
+            if g:
+                y = y + p[..., (3 + r) * w:] @ vg
+            y = y.reshape(-1, h, T, dh)
+            if g:                                                            # global queries: full attention
+                yg = torch.softmax(q[:, :, :g] @ k.transpose(-1, -2), dim=-1) @ v
+                y = torch.cat([yg, y[:, :, g:]], dim=2)
+            return self.out(y.transpose(1, 2).reshape(-1, T, d))
+
+    class Block(nn.Module):
+        def __init__(self, layer):
+            super().__init__()
+            self.n1, self.attn, self.n2 = nn.LayerNorm(d), SparseAttention(layer), nn.LayerNorm(d)
+            self.ffn = nn.Sequential(nn.Linear(d, s["ffn_ratio"] * d), nn.GELU(), nn.Linear(s["ffn_ratio"] * d, d))
+
+        def forward(self, x):
+            if s["norm"] == "pre":
+                x = x + self.attn(self.n1(x))
+                return x + self.ffn(self.n2(x))
+            x = self.n1(x + self.attn(x))
+            return self.n2(x + self.ffn(x))
+
+    class BigBird(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pos = nn.Parameter(torch.randn(1, T, d) * 0.02)
+            self.blocks = nn.Sequential(*[Block(i) for i in range(s["depth"])])
+            self.norm = nn.LayerNorm(d) if s["norm"] == "pre" else None   # post-norm blocks end normalised
+            self.head = nn.Linear(d, s["classes"]) if s["head"] == "mean" else None
+
+        def forward(self, x):
+            y = self.blocks(x + self.pos)
+            y = y if self.norm is None else self.norm(y)
+            return y if self.head is None else self.head(y.mean(dim=1))
+
+    return BigBird()
 
 def input_shape(spec: dict, batch: int, size: int) -> tuple:
     if spec["family"] == "implicit":  # N points of 3 coordinates, points first: [B, N, 3]

@@ -29,7 +29,7 @@ SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1,
          "vqvae": 2, "capsnet": 2, "kan": 1, "nascell": 1, "neuralode": 3, "gmlp": 1, "xcit": 1, "stn": 1,
          "aft": 7, "res2net": 4, "hourglass": 8, "retnet": 2, "convmixer": 5, "wavenet": 10, "t5enc": 3,
          "llama": 3, "maxvit": 1, "focalnet": 11, "levit": 3, "poolformer": 2, "mobilevit": 0,
-         "resmlp": 3, "ghostnet": 2, "hardnet": 1, "nystromformer": 5}
+         "resmlp": 3, "ghostnet": 2, "hardnet": 1, "nystromformer": 5, "rednet": 8, "bigbird": 2}
 # tcn-s1: gated, LayerNorm, an uneven 'same' Pad; perceiver-s8: 2 MHA cross blocks; rnn-s1: a stride-2 Conv1d
 # front-end, 3 GRU layers, a mean head; linattn-s1: conv stem, elu+1 linear attention by MatMul; ssm-s1: 3 Mamba-like
 # blocks, a chunked scan (3 chunks of 64 at T 192); ssm-s5 (S4D, a long-convolution kernel) is exported by seed checks;
@@ -61,6 +61,8 @@ SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1,
 # llama-s3: 12 heads of 32, 1 key/value head, SDPA, no head; maxvit-s1: window 7, 2 stages; focalnet-s11: 3 stages
 # hardnet-s1: HarDNet-DS (1x1 + depthwise 3x3 layers), 5 stages of 4-16 layers, 128 px; nystromformer-s5: 2 heads of
 # 32, 4 pre-norm blocks, 32 landmarks over 128 tokens, 8 pseudo-inverse steps, a depthwise 17 x 1 conv on v, mean head
+# rednet-s8: 8 bottlenecks, 5x5 involutions by nn.Unfold, 128 px; bigbird-s2: 2 heads of 32, 2 post-norm blocks, 32
+# blocks of 32 tokens, 1 random block, no global tokens, mean head
 
 
 def test_specs_are_seeded_and_reproducible():
@@ -864,13 +866,19 @@ def _assert_a_new_exam(new, before: list, held_out: set, n_exam: int):
     (20, (15, 16, 17, 18, 19), {"resmlp-s0", "ghostnet-s8", "levit-s19001", "timm-fasternet_t1",
                                 "timm-eva02_small_patch14_224", "timm-dpn48b"},
      {"hardnet-s3": "hardnet", "nystromformer-s8": "nystromformer", "ghostnet-s20001": "ghostnet",
-      "timm-nest_small": "named"}, {"hardnet", "nystromformer"}, 156)])
+      "timm-nest_small": "named"}, {"hardnet", "nystromformer"}, 156),
+    # v21: hardnet and nystromformer train now
+    pytest.param(21, (15, 16, 17, 18, 19, 20), {"hardnet-s0", "nystromformer-s8", "ghostnet-s20001", "timm-nest_small",
+                                                "timm-inception_v4", "resmlp-s20000"},
+                 {"rednet-s3": "rednet", "bigbird-s8": "bigbird", "hardnet-s21001": "hardnet",
+                  "nystromformer-s21000": "nystromformer", "timm-xcit_small_12_p16_224": "named"},
+                 {"rednet", "bigbird"}, 160, id="v21")])
 def test_exam_is_a_new_exam_over_v11s_training_and_the_joined_exams(version, joined, trains, families, held_out,
                                                                     n_exam):
-    """corpus_split_v<N>.yaml (N = 16-20): v11's training split plus the joined exams' architectures (train:
+    """corpus_split_v<N>.yaml (N = 16-21): v11's training split plus the joined exams' architectures (train:
     join_exams), an exam disjoint from it and from every earlier split by architecture and by (family, seed), the
-    held-out families (three; v19 and v20 two) no other split names, fresh seeds of every family seen before, >= 6
-    named models in no other split, half of them CNNs, >= 40% not CNNs overall."""
+    held-out families (three; v19, v20 and v21 two) no other split names, fresh seeds of every family seen before,
+    >= 6 named models in no other split, half of them CNNs, >= 40% not CNNs overall."""
     from hase.utils import paths
     v11 = corpus.load_split()
     older = {n: corpus.load_split(paths.REPO / "model_zoo" / f"corpus_split_v{n}.yaml") for n in range(12, version)}
@@ -1116,3 +1124,72 @@ def test_v20_family_exports_runs_and_does_what_it_says(tmp_path, fam, seed):
         assert ops.count("LayerNormalization") == 2 * depth + (spec["norm"] == "pre")
         assert len(convs) == (depth if k else 0) and len(dw) == len(convs)
         assert all(attr(n, "kernel_shape") == [k, 1] and attr(n, "group") == spec["heads"] for n in convs)
+
+
+@pytest.mark.parametrize("fam,seed", [("rednet", 8), ("rednet", 3), ("bigbird", 2), ("bigbird", 3)])
+def test_v21_family_exports_runs_and_does_what_it_says(tmp_path, fam, seed):
+    """The exam v21 held-out families at a small size, batch 2: the project's export path, the CPU EP, ORT equal to
+    PyTorch, and each family's defining structure; rednet: no MatMul, one Softmax (over the k^2 taps) and one
+    BatchNormalization left after it per involution (a bottleneck's, the stem's), the convs of the stem, of each
+    bottleneck (1x1 in, the kernel generator's reduce and span, 1x1 out), 4 shortcuts and the stem involution's two,
+    an AveragePool before each of the 3 strided kernel generators; nn.Unfold exported as im2col (Gathers) with one
+    ReduceSum an involution, or k^2 shifted Slices with one Mul a tap; an involution equal to the product of its
+    Softmax kernels with F.unfold's neighbourhoods; bigbird: per block 2 Pads (the key and value windows), 2 Gathers
+    of the random blocks where it has them, one Softmax (and one more for the global queries), 4 Linear MatMuls, 2
+    sparse-attention products and 4 more with global tokens; one block's attention is block-sparse: a token moved
+    outside a query block's window, random blocks and global tokens leaves that block's output as it was, and moves
+    its own block's, its neighbours' and (global tokens) the first token's."""
+    import onnx
+    import torch
+    spec = arch_spec(fam, seed)
+    size = 128 if fam == "rednet" else 8 * spec["block"]
+    spec, model, shape, out, sess, x, y = _export_and_run(tmp_path, fam, seed, size, 2)
+    graph = onnx.load(str(out)).graph
+    ops = [n.op_type for n in graph.node]
+    _matches_pytorch(model, x, y)
+    if fam == "rednet":
+        blocks, k = sum(spec["depths"]), spec["k"]
+        n_inv = blocks + spec["stem_inv"]
+        assert y.shape == (2, spec["classes"]) and "MatMul" not in ops
+        assert ops.count("Softmax") == ops.count("BatchNormalization") == n_inv
+        assert ops.count("Conv") == 2 + 4 * blocks + 4 + 2 * spec["stem_inv"]
+        assert ops.count("AveragePool") == 3 and ops.count("MaxPool") == 1
+        if spec["unfold"] == "unfold":
+            assert ops.count("ReduceSum") == n_inv and ops.count("Gather") >= 2 * n_inv and "Split" not in ops
+        else:
+            assert "ReduceSum" not in ops and "Gather" not in ops and ops.count("Split") == n_inv
+            assert ops.count("Mul") == k * k * blocks + 9 * spec["stem_inv"]
+        invs = [m for m in model.modules() if type(m).__name__ == "Involution"]
+        assert len(invs) == n_inv
+        inv = next(m for m in invs if m.stride == 2)
+        g, c, h = inv.g, inv.c, inv.hw
+        t = torch.randn(2, c, 2 * h, 2 * h)
+        with torch.no_grad():
+            w = torch.softmax(inv.span(inv.reduce(inv.pool(t))).reshape(2, g, 1, k * k, h, h), dim=3)
+            u = torch.nn.functional.unfold(t, k, padding=(k - 1) // 2, stride=2).reshape(2, g, c // g, k * k, h, h)
+            assert torch.allclose(inv(t), (w * u).sum(dim=3).reshape(2, c, h, h), atol=1e-5)
+    else:
+        from hase.model_zoo.generator import bigbird_random_blocks
+        depth, r, gl, w = spec["depth"], spec["rand_blocks"], spec["global_tokens"], spec["block"]
+        want = (2, size, spec["dim"]) if spec["head"] == "seq" else (2, spec["classes"])
+        assert shape == (2, size, spec["dim"]) and y.shape == want
+        assert ops.count("Softmax") == depth * (1 + (gl > 0))
+        assert ops.count("MatMul") == depth * (4 + 2 + 4 * (gl > 0))
+        assert ops.count("Pad") == 2 * depth and ops.count("Gather") == (2 * depth if r else 0)
+        assert ops.count("LayerNormalization") == 2 * depth + (spec["norm"] == "pre")
+        nb = size // w
+        rand = bigbird_random_blocks(nb, r, 1 if gl else 0, seed, 0) if r else np.zeros((nb, 0), dtype=int)
+        attn = model.blocks[0].attn
+        t = torch.randn(1, size, spec["dim"])
+        moved = nb - 1                                      # the last block: in few windows
+        t2 = t.clone()
+        t2[:, moved * w + w // 2] += 1.0
+        with torch.no_grad():
+            a, b = attn(t).reshape(nb, w, -1), attn(t2).reshape(nb, w, -1)
+        for q in range(nb):
+            sees = abs(q - moved) <= 1 or moved in rand[q]
+            rows = slice(gl, w) if q == 0 else slice(0, w)   # block 0's first gl rows are the global queries
+            assert torch.allclose(a[q, rows], b[q, rows], atol=1e-6) != sees, q
+        if gl:
+            assert not torch.allclose(a[0, 0], b[0, 0], atol=1e-6)   # a global query sees every token
+

@@ -5544,6 +5544,41 @@ def _build_hardnet(s):
     return HarDNet()
 
 
+def _token_encoder(attention, T: int, d: int, s: dict):
+    """An encoder over a float sequence [B, T, d] (nystromformer, bigbird): a learned position table, s["depth"]
+    pre- or post-norm blocks of attention(layer) and a GELU FFN (x s["ffn_ratio"]), the sequence or a mean + Linear."""
+    import torch
+    import torch.nn as nn
+
+    class Block(nn.Module):
+        def __init__(self, layer):
+            super().__init__()
+            self.n1, self.attn, self.n2 = nn.LayerNorm(d), attention(layer), nn.LayerNorm(d)
+            self.ffn = nn.Sequential(nn.Linear(d, s["ffn_ratio"] * d), nn.GELU(), nn.Linear(s["ffn_ratio"] * d, d))
+
+        def forward(self, x):
+            if s["norm"] == "pre":
+                x = x + self.attn(self.n1(x))
+                return x + self.ffn(self.n2(x))
+            x = self.n1(x + self.attn(x))
+            return self.n2(x + self.ffn(x))
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pos = nn.Parameter(torch.randn(1, T, d) * 0.02)
+            self.blocks = nn.Sequential(*[Block(i) for i in range(s["depth"])])
+            self.norm = nn.LayerNorm(d) if s["norm"] == "pre" else None   # post-norm blocks end normalised
+            self.head = nn.Linear(d, s["classes"]) if s["head"] == "mean" else None
+
+        def forward(self, x):
+            y = self.blocks(x + self.pos)
+            y = y if self.norm is None else self.norm(y)
+            return y if self.head is None else self.head(y.mean(dim=1))
+
+    return Encoder()
+
+
 def _build_nystromformer(s, size):
     import torch
     import torch.nn as nn
@@ -5583,33 +5618,7 @@ def _build_nystromformer(s, size):
                 y = y + self.conv(v)
             return self.out(y.transpose(1, 2).reshape(-1, T, d))
 
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.n1, self.attn, self.n2 = nn.LayerNorm(d), NystromAttention(), nn.LayerNorm(d)
-            self.ffn = nn.Sequential(nn.Linear(d, s["ffn_ratio"] * d), nn.GELU(), nn.Linear(s["ffn_ratio"] * d, d))
-
-        def forward(self, x):
-            if s["norm"] == "pre":
-                x = x + self.attn(self.n1(x))
-                return x + self.ffn(self.n2(x))
-            x = self.n1(x + self.attn(x))
-            return self.n2(x + self.ffn(x))
-
-    class Nystromformer(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.pos = nn.Parameter(torch.randn(1, T, d) * 0.02)
-            self.blocks = nn.Sequential(*[Block() for _ in range(s["depth"])])
-            self.norm = nn.LayerNorm(d) if s["norm"] == "pre" else None   # post-norm blocks end normalised
-            self.head = nn.Linear(d, s["classes"]) if s["head"] == "mean" else None
-
-        def forward(self, x):
-            y = self.blocks(x + self.pos)
-            y = y if self.norm is None else self.norm(y)
-            return y if self.head is None else self.head(y.mean(dim=1))
-
-    return Nystromformer()
+    return _token_encoder(lambda layer: NystromAttention(), T, d, s)
 
 
 
@@ -5750,33 +5759,7 @@ def _build_bigbird(s, size):
                 y = torch.cat([yg, y[:, :, g:]], dim=2)
             return self.out(y.transpose(1, 2).reshape(-1, T, d))
 
-    class Block(nn.Module):
-        def __init__(self, layer):
-            super().__init__()
-            self.n1, self.attn, self.n2 = nn.LayerNorm(d), SparseAttention(layer), nn.LayerNorm(d)
-            self.ffn = nn.Sequential(nn.Linear(d, s["ffn_ratio"] * d), nn.GELU(), nn.Linear(s["ffn_ratio"] * d, d))
-
-        def forward(self, x):
-            if s["norm"] == "pre":
-                x = x + self.attn(self.n1(x))
-                return x + self.ffn(self.n2(x))
-            x = self.n1(x + self.attn(x))
-            return self.n2(x + self.ffn(x))
-
-    class BigBird(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.pos = nn.Parameter(torch.randn(1, T, d) * 0.02)
-            self.blocks = nn.Sequential(*[Block(i) for i in range(s["depth"])])
-            self.norm = nn.LayerNorm(d) if s["norm"] == "pre" else None   # post-norm blocks end normalised
-            self.head = nn.Linear(d, s["classes"]) if s["head"] == "mean" else None
-
-        def forward(self, x):
-            y = self.blocks(x + self.pos)
-            y = y if self.norm is None else self.norm(y)
-            return y if self.head is None else self.head(y.mean(dim=1))
-
-    return BigBird()
+    return _token_encoder(SparseAttention, T, d, s)
 
 def input_shape(spec: dict, batch: int, size: int) -> tuple:
     if spec["family"] == "implicit":  # N points of 3 coordinates, points first: [B, N, 3]

@@ -17,6 +17,8 @@ import pandas as pd
 from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
 
 from hase.graph_model.dag_critical_path import records_in_file
+from hase.inference.node_model import grouped_conv1d
+from hase.kernel_model.conv1d_grid_report import grid_cases
 from hase.utils import paths
 
 HERE = Path(__file__).resolve().parent
@@ -36,14 +38,15 @@ def corpus_nodes() -> pd.DataFrame:
                 k = by.get(x.node)
                 if k is None:
                     continue
-                a, sh, w = k["attributes"], k["inputs"][0]["shape"], k["inputs"][1]
-                if len(sh) != 3 or int(a.get("group", 1)) < 2:
+                c = grouped_conv1d(k)   # the node model's reading of a grouped Conv1d's shape
+                if c is None:
                     continue
-                rows.append(dict(gpu=Path(f).parts[-4], machine=Path(f).parts[-2], model=m, node=x.node, B=sh[0],
-                                 C=sh[1], L=sh[2], K=a["kernel_shape"][0], dilation=(a.get("dilations") or [1])[0],
-                                 stride=(a.get("strides") or [1])[0], groups=int(a["group"]), cout=w["shape"][0],
+                a, w = k["attributes"], k["inputs"][1]
+                pads = a.get("pads") or [0, 0]
+                rows.append(dict(c, gpu=Path(f).parts[-4], machine=Path(f).parts[-2], model=m, node=x.node,
+                                 stride=(a.get("strides") or [1])[0], cout=w["shape"][0],
                                  runtime_w=int(w.get("role") != "weight"), launches=x.launches,
-                                 pad0=(a.get("pads") or [0, 0])[0], pad1=(a.get("pads") or [0, 0])[1]))
+                                 pad0=pads[0], pad1=pads[1]))
     d = pd.DataFrame(rows)
     d["per_group"] = (d.launches >= d.groups).astype(int)
     d["family"] = d.model.str.split("-").str[0]
@@ -51,12 +54,8 @@ def corpus_nodes() -> pd.DataFrame:
 
 
 def grid_nodes() -> pd.DataFrame:
-    g = REPO / "benchmark/results/nvidia-h200/conv1d_nc1d"
-    grid = pd.read_csv(g / "grid.csv").set_index("name")
-    n = pd.read_csv(g / "nodes_lazy.csv.gz").groupby("model").launches.max()
-    grid = grid.join(n, how="inner").reset_index()
-    grid = grid[(grid.groups > 1) & (grid.op == "Conv")].copy()
-    grid["per_group"] = (grid.launches >= grid.groups).astype(int)
+    grid = grid_cases(REPO / "benchmark/results/nvidia-h200/conv1d_nc1d", "lazy")
+    grid["per_group"] = grid["per_group"].astype(int)
     grid["family"] = "grid"
     grid["pad0"] = grid["pad1"] = grid.dilation * (grid.K - 1) // 2   # conv1d_grid.conv_model's 'same'-like padding
     return grid

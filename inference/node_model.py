@@ -221,6 +221,37 @@ def instance_floor(kernels: list, gpu_us) -> dict:
             "nodes": int(keep.sum()), "min_instances": INSTANCE_FLOOR_MIN, "quantile": INSTANCE_FLOOR_QUANTILE}
 
 
+# BatchNormalization over a 2-D input [rows, C] on the CUDA EP (LeViT's and timm's BN after a Linear): a fixed cost
+# per element, 0.601-0.602 ns (std < 0.001) over every H200 corpus node of 1e6 elements or more (machines a-af, 261
+# nodes up to 20,736 rows), 0.60-0.62 above 1e5; about 13.3 GB/s, far below the memory's bandwidth. The trees know it
+# up to the largest training node and flatten past it (a refit with exam v20 joined priced 4x LeViT's 20,736 rows at
+# 2.36x, inference/results/nvidia-h200/compare_join_v20/), so such a node is priced at least at that rate:
+# ROWS_BN_FLOOR_QUANTILE of the time per element over this GPU's training nodes with ROWS_BN_FLOOR_MIN elements or more.
+ROWS_BN_FLOOR_MIN = 100_000
+ROWS_BN_FLOOR_QUANTILE = 0.05
+ROWS_BN_FLOOR_NODES = 10      # fewer such training nodes: no floor
+
+
+def rows_bn_elements(k: dict) -> float:
+    """rows x C of a BatchNormalization over a 2-D input; 0 for every other node."""
+    if k.get("op_type") != "BatchNormalization":
+        return 0.0
+    x = _shape((k.get("inputs") or [None])[0])
+    return float(np.prod(x)) if len(x) == 2 else 0.0
+
+
+def rows_bn_floor(kernels: list, gpu_us) -> dict:
+    """The per-element floor of 2-D BatchNormalization nodes from training nodes: {us_per_element, nodes, ...}; {}
+    when fewer than ROWS_BN_FLOOR_NODES nodes have ROWS_BN_FLOOR_MIN elements or more."""
+    n = np.array([rows_bn_elements(k) for k in kernels], float)
+    g = np.asarray(gpu_us, float)
+    keep = (n >= ROWS_BN_FLOOR_MIN) & (g > 0)
+    if keep.sum() < ROWS_BN_FLOOR_NODES:
+        return {}
+    return {"us_per_element": float(np.quantile(g[keep] / n[keep], ROWS_BN_FLOOR_QUANTILE)),
+            "nodes": int(keep.sum()), "min_elements": ROWS_BN_FLOOR_MIN, "quantile": ROWS_BN_FLOOR_QUANTILE}
+
+
 def one_step(k: dict) -> dict:
     """A recurrent node as one step of one direction: T -> 1 in its activation shapes, the step's FLOPs
     (ort_analysis.flops.recurrent_step), the weights read once per step."""
@@ -382,6 +413,7 @@ class NodeModel:
             m.fit(XX.to_numpy(np.float32), y)
             self.boosters[name] = m.get_booster()
         self.manifest["instance_floor"] = instance_floor(kernels, gpu_us)   # this GPU's nodes only
+        self.manifest["rows_bn_floor"] = rows_bn_floor(kernels, gpu_us)
         if target != "log_time":   # models fitted before the key: log_time
             self.manifest["gpu_target"] = target
         self.manifest.update({"features": list(X.columns), "type_codes": self.type_codes, "nodes": len(kernels),
@@ -424,6 +456,9 @@ class NodeModel:
         floor = (self.manifest.get("instance_floor") or {}).get("us_per_instance")
         if floor:   # models fitted before the floor (none in their manifest): as they were
             out[0] = np.maximum(out[0], floor * np.array([instances(k) for k in kernels], float))
+        floor = (self.manifest.get("rows_bn_floor") or {}).get("us_per_element")
+        if floor:   # models fitted before this floor: as they were
+            out[0] = np.maximum(out[0], floor * np.array([rows_bn_elements(k) for k in kernels], float))
         return out[0], out[1]
 
     def unseen(self, kernels: list) -> np.ndarray:

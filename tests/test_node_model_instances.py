@@ -49,3 +49,41 @@ def test_an_instance_norm_past_the_training_range_is_priced_at_the_throughput_fl
     nm.manifest.pop("instance_floor")
     old, _ = nm.predict([at(4096, 4), at(32768, 4)])
     assert old[1] / old[0] < 1.5
+
+
+def test_rows_bn_elements_and_its_floor_statistic():
+    from hase.inference.node_model import ROWS_BN_FLOOR_NODES, rows_bn_elements, rows_bn_floor
+    bn = {"op_type": "BatchNormalization", "inputs": [{"shape": [20736, 128]}]}
+    assert rows_bn_elements(bn) == 20736 * 128
+    assert rows_bn_elements(dict(bn, inputs=[{"shape": [8, 128, 14, 14]}])) == 0.0   # the usual 4-D BN: no law here
+    assert rows_bn_elements(dict(bn, op_type="LayerNormalization")) == 0.0
+    big = [dict(bn, inputs=[{"shape": [r, 128]}]) for r in range(1024, 1024 + 64 * ROWS_BN_FLOOR_NODES, 64)]
+    f = rows_bn_floor(big, [0.0006 * rows_bn_elements(k) for k in big])
+    assert f["us_per_element"] == pytest.approx(0.0006) and f["nodes"] == ROWS_BN_FLOOR_NODES
+    assert rows_bn_floor(big[:ROWS_BN_FLOOR_NODES - 1], [1.0] * (ROWS_BN_FLOOR_NODES - 1)) == {}   # too few: none
+    assert rows_bn_floor([dict(bn, inputs=[{"shape": [64, 128]}])] * 50, [5.0] * 50) == {}          # < 1e5 elements
+
+
+def test_a_2d_batchnorm_past_the_training_rows_is_priced_at_its_per_element_cost():
+    """Trained on up to 4,096 rows at 0.6 ns per element, a node of 4x the largest rows is priced ~4x it (the trees
+    alone flatten at the largest they saw); a model fitted before this floor predicts as it did."""
+    from hase.inference.node_model import NodeModel
+    recs = records_in_file(CORPUS_RECORDS)
+    bn = next(k for m in sorted(recs) for k in recs[m]["kernels"]
+              if k["op_type"] == "BatchNormalization" and len(k["inputs"][0]["shape"]) == 2)
+    others = [k for m in sorted(recs)[:6] for k in recs[m]["kernels"]]
+
+    def at(r, c=256):
+        sh = lambda e: dict(e, shape=[r, c]) if e else e  # noqa: E731
+        return dict(bn, inputs=[sh(bn["inputs"][0])] + list(bn["inputs"][1:]), outputs=[sh(e) for e in bn["outputs"]],
+                    bytes_read=8.0 * r * c, bytes_written=4.0 * r * c, flops=2.0 * r * c)
+    train = [at(r, c) for r in (64, 256, 1024, 2048, 4096) for c in (128, 256)] * 4 + others
+    g = np.array([2.0 + 0.0006 * np.prod(k["inputs"][0]["shape"]) if k is not None and k["op_type"] ==
+                  "BatchNormalization" and len(k["inputs"][0]["shape"]) == 2 else 3.0 for k in train])
+    nm = NodeModel().fit(train, g, np.full(len(train), 7.0), {"n_estimators": 80})
+    assert nm.manifest["rows_bn_floor"]["us_per_element"] == pytest.approx(0.0006, rel=0.1)
+    pg, _ = nm.predict([at(4096), at(16384)])
+    assert pg[1] == pytest.approx(0.0006 * 16384 * 256, rel=0.15) and pg[1] / pg[0] > 3
+    nm.manifest.pop("rows_bn_floor")
+    old, _ = nm.predict([at(4096), at(16384)])
+    assert old[1] / old[0] < 2.5

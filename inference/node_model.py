@@ -252,6 +252,44 @@ def rows_bn_floor(kernels: list, gpu_us) -> dict:
             "nodes": int(keep.sum()), "min_elements": ROWS_BN_FLOOR_MIN, "quantile": ROWS_BN_FLOOR_QUANTILE}
 
 
+# Pad on the CUDA EP has two kernels (onnxruntime/core/providers/cuda/tensor/pad.cc): NCHW padding along H and W
+# (rank 2; rank 3 with the first dim unpadded; rank 4 with the first two unpadded) runs at 0.002-0.013 ns per output
+# element, the generic one (any other padded dim, rank 5+) at a fixed 0.094-0.103 ns (5-95%) over every H200 corpus
+# node of 1e5 elements or more (188 nodes: swin_v2's NHWC window padding, timm, bigbird's 5-D block padding), far
+# below the memory's bandwidth. Only swin_v2's 4-D shapes trained it, so a 5-D node was priced at the fast rate
+# (bigbird, exam v21: x0.04). A generic-path Pad is priced at least at PAD_FLOOR_QUANTILE of the time per output
+# element over this GPU's training nodes of that path with PAD_FLOOR_MIN elements or more.
+PAD_FLOOR_MIN = 100_000
+PAD_FLOOR_QUANTILE = 0.05
+PAD_FLOOR_NODES = 10      # fewer such training nodes: no floor
+
+
+def pad_generic_elements(k: dict) -> float:
+    """Output elements of a Pad that ORT's CUDA EP runs with its generic kernel (padded dims read from the input
+    and output shapes); 0 for the NCHW H/W kernel, an unpadded copy and every other node."""
+    if k.get("op_type") != "Pad":
+        return 0.0
+    x, y = _shape((k.get("inputs") or [None])[0]), _shape((k.get("outputs") or [None])[0])
+    if len(x) != len(y) or not x:
+        return 0.0
+    padded = [a != b for a, b in zip(x, y)]
+    if not any(padded) or len(x) == 2 or (len(x) == 3 and not padded[0]) or (len(x) == 4 and not any(padded[:2])):
+        return 0.0
+    return float(np.prod(y))
+
+
+def pad_generic_floor(kernels: list, gpu_us) -> dict:
+    """The per-element floor of generic-path Pad nodes from training nodes: {us_per_element, nodes, ...}; {} when
+    fewer than PAD_FLOOR_NODES nodes have PAD_FLOOR_MIN output elements or more."""
+    n = np.array([pad_generic_elements(k) for k in kernels], float)
+    g = np.asarray(gpu_us, float)
+    keep = (n >= PAD_FLOOR_MIN) & (g > 0)
+    if keep.sum() < PAD_FLOOR_NODES:
+        return {}
+    return {"us_per_element": float(np.quantile(g[keep] / n[keep], PAD_FLOOR_QUANTILE)),
+            "nodes": int(keep.sum()), "min_elements": PAD_FLOOR_MIN, "quantile": PAD_FLOOR_QUANTILE}
+
+
 def one_step(k: dict) -> dict:
     """A recurrent node as one step of one direction: T -> 1 in its activation shapes, the step's FLOPs
     (ort_analysis.flops.recurrent_step), the weights read once per step."""
@@ -414,6 +452,7 @@ class NodeModel:
             self.boosters[name] = m.get_booster()
         self.manifest["instance_floor"] = instance_floor(kernels, gpu_us)   # this GPU's nodes only
         self.manifest["rows_bn_floor"] = rows_bn_floor(kernels, gpu_us)
+        self.manifest["pad_generic_floor"] = pad_generic_floor(kernels, gpu_us)
         if target != "log_time":   # models fitted before the key: log_time
             self.manifest["gpu_target"] = target
         self.manifest.update({"features": list(X.columns), "type_codes": self.type_codes, "nodes": len(kernels),
@@ -459,6 +498,9 @@ class NodeModel:
         floor = (self.manifest.get("rows_bn_floor") or {}).get("us_per_element")
         if floor:   # models fitted before this floor: as they were
             out[0] = np.maximum(out[0], floor * np.array([rows_bn_elements(k) for k in kernels], float))
+        floor = (self.manifest.get("pad_generic_floor") or {}).get("us_per_element")
+        if floor:   # models fitted before this floor: as they were
+            out[0] = np.maximum(out[0], floor * np.array([pad_generic_elements(k) for k in kernels], float))
         return out[0], out[1]
 
     def unseen(self, kernels: list) -> np.ndarray:

@@ -87,3 +87,75 @@ def test_a_2d_batchnorm_past_the_training_rows_is_priced_at_its_per_element_cost
     nm.manifest.pop("rows_bn_floor")
     old, _ = nm.predict([at(4096), at(16384)])
     assert old[1] / old[0] < 2.5
+
+
+def test_pad_generic_elements_follow_the_cuda_eps_two_kernels():
+    """ORT's CUDA Pad: NCHW padding along H/W (rank 2; rank 3, first dim unpadded; rank 4, N and C unpadded) is one
+    kernel, every other padding the generic one; an unpadded Pad is a copy."""
+    from hase.inference.node_model import pad_generic_elements
+
+    def pad(x, y):
+        return {"op_type": "Pad", "inputs": [{"shape": x}, {"shape": [2 * len(x)]}], "outputs": [{"shape": y}]}
+    assert pad_generic_elements(pad([8, 6, 8, 64, 64], [8, 6, 10, 64, 64])) == 8 * 6 * 10 * 64 * 64   # rank 5
+    assert pad_generic_elements(pad([1, 14, 14, 384], [1, 16, 16, 384])) == 16 * 16 * 384             # NHWC H, W
+    assert pad_generic_elements(pad([4, 32, 100], [6, 32, 100])) == 6 * 32 * 100                      # rank 3, dim 0
+    assert pad_generic_elements(pad([8, 64, 56, 56], [8, 64, 58, 58])) == 0.0                         # NCHW H, W
+    assert pad_generic_elements(pad([8, 64, 1000], [8, 64, 1031])) == 0.0                             # rank 3, last
+    assert pad_generic_elements(pad([500, 1000], [600, 1000])) == 0.0                                 # rank 2
+    assert pad_generic_elements(pad([8, 6, 8, 64, 64], [8, 6, 8, 64, 64])) == 0.0                     # a copy
+    assert pad_generic_elements({"op_type": "Slice", "inputs": [{"shape": [8, 6, 8, 64, 64]}],
+                                 "outputs": [{"shape": [8, 6, 7, 64, 64]}]}) == 0.0
+
+
+def test_the_two_pad_kernels_on_the_h200_corpus():
+    """The law behind the floor, on committed measurements (a machine whose traces hold torchvision's swin_v2, NHWC
+    window padding): the generic kernel's time per output element sits in a narrow band far above the NCHW kernel's."""
+    import pandas as pd
+    from hase.inference.node_model import pad_generic_elements
+    mach = REPO / "benchmark/results/nvidia-h200/corpus/machine_f"
+    nodes = pd.read_csv(mach / "trace_nodes.csv.xz")
+    nodes = nodes[nodes["op"] == "Pad"].groupby(["model", "node"])["gpu_us"].median()
+    recs = records_in_file(CORPUS_RECORDS)
+    rows = []
+    for (m, n), us in nodes.items():
+        k = next((k for k in (recs.get(m) or {}).get("kernels", []) if k.get("node_name") == n), None)
+        if k is None or us <= 0:
+            continue
+        el = float(np.prod(k["outputs"][0]["shape"]))
+        if el >= 1e5:
+            rows.append((pad_generic_elements(k) > 0, us * 1e3 / el))
+    d = pd.DataFrame(rows, columns=["generic", "ns_per_element"])
+    gen, fast = d[d["generic"]]["ns_per_element"], d[~d["generic"]]["ns_per_element"]
+    assert len(gen) >= 10 and len(fast) >= 10
+    assert 0.07 < gen.quantile(0.05) and gen.quantile(0.95) < 0.14     # one rate, ~0.1 ns per element
+    assert fast.median() * 5 < gen.quantile(0.05)                        # the NCHW kernel: several times faster
+
+
+def test_a_generic_pad_of_a_rank_no_training_node_had_is_priced_at_its_per_element_cost():
+    """Trained on 4-D NHWC paddings (generic kernel, 0.1 ns per element) and NCHW ones (fast), a 5-D padding is
+    priced at the generic rate and an NCHW one stays fast; a model fitted before this floor predicts as it did."""
+    from hase.inference.node_model import NodeModel, pad_generic_elements
+    recs = records_in_file(CORPUS_RECORDS)
+    pad = next(k for m in sorted(recs) for k in recs[m]["kernels"] if k["op_type"] == "Pad")
+    others = [k for m in sorted(recs)[:6] for k in recs[m]["kernels"]]
+
+    def at(x, y):
+        el = float(np.prod(y))
+        return dict(pad, inputs=[dict(pad["inputs"][0], shape=x)] + list(pad["inputs"][1:]),
+                    outputs=[dict(pad["outputs"][0], shape=y)], bytes_read=4.0 * np.prod(x), bytes_written=4.0 * el,
+                    flops=0)
+    nhwc = [at([b, h, h, c], [b, h + 2, h + 2, c]) for b in (1, 4, 16) for h in (14, 28, 56) for c in (96, 192)]
+    nchw = [at([b, c, h, h], [b, c, h + 2, h + 2]) for b in (1, 4, 16) for h in (14, 28, 56) for c in (96, 192)]
+    train = (nhwc + nchw) * 3 + others
+    g = np.array([2.0 + (1e-4 if pad_generic_elements(k) else 5e-6) * np.prod(k["outputs"][0]["shape"])
+                  if k["op_type"] == "Pad" else 3.0 for k in train])
+    nm = NodeModel().fit(train, g, np.full(len(train), 7.0), {"n_estimators": 80})
+    assert nm.manifest["pad_generic_floor"]["us_per_element"] == pytest.approx(1e-4, rel=0.15)
+    five = at([8, 6, 8, 64, 64], [8, 6, 10, 64, 64])
+    fast = at([8, 192, 56, 56], [8, 192, 58, 58])
+    pg, _ = nm.predict([five, fast])
+    assert pg[0] == pytest.approx(1e-4 * 8 * 6 * 10 * 64 * 64, rel=0.2)
+    assert pg[1] < 0.3 * 1e-4 * 8 * 192 * 58 * 58
+    floor = nm.manifest.pop("pad_generic_floor")["us_per_element"]
+    old, _ = nm.predict([five, fast])   # the trees alone; the floor only ever raises a generic-path node to its rate
+    assert pg[0] == pytest.approx(max(old[0], floor * pad_generic_elements(five))) and pg[1] == pytest.approx(old[1])

@@ -14,7 +14,9 @@ launch chains) before each session. trace_run calls it in a child process before
 
 Writes one CSV row per (model, session): model, session, e2e_clean_median_ms (and _mean_ms), e2e_clean_p10_ms, e2e_clean_p90_ms,
 e2e_clean_n, clean_calib_host_index_us, clean_pid, on CUDA the GPU's SM clock, power, power limit, temperature and
-clock-event reasons read right after the timed loop (clean_sm_clock_mhz, ..., gpu_metrics.GpuState), and (CUDA,
+clock-event reasons read right after the timed loop (clean_sm_clock_mhz, ..., gpu_metrics.GpuState), where the
+host was (clean_cpu_before/after: the CPU the thread ran on; clean_steal_pct: the hypervisor's steal over the loop;
+clean_loadavg_1m), and (CUDA,
 copy_budget_ms > 0) the copy rate session.run
 reaches in this process just before (clean_run_{h2d,d2h}_{1,16}MiB_gbps, host_calibration.Calibrator.run_copies).
 Off by default: with it on (machines y and j, exam v11) the labels ran 5-60% slower than on earlier machines and
@@ -55,7 +57,11 @@ FIELDS = ["model", "session", "e2e_clean_median_ms", "e2e_clean_p10_ms", "e2e_cl
           # (H100 machine m, session 24: clean median 0.77x the traced median next to small_infer)
           "e2e_clean_mean_ms",
           # the GPU right after the timed loop (gpu_metrics.GpuState): a slow machine's clock or power/thermal event
-          "clean_sm_clock_mhz", "clean_power_w", "clean_power_limit_w", "clean_temp_c", "clean_clock_events"]
+          "clean_sm_clock_mhz", "clean_power_w", "clean_power_limit_w", "clean_temp_c", "clean_clock_events",
+          # what may flip host speed in episodes (machine ag, exam v21: the probe read 7-8 or 10-16 us per node in
+          # runs of 1-22 models within one process): the CPU the thread ran on before and after the timed loop, the
+          # hypervisor's steal over it (a VM's neighbour on the physical host), the 1-minute load
+          "clean_cpu_before", "clean_cpu_after", "clean_steal_pct", "clean_loadavg_1m"]
 
 
 def done_rows(path: Path) -> set:
@@ -126,7 +132,7 @@ def measure(models: list, cfg: dict, log) -> int:
     done = done_rows(out)
     cuda_opts = dict({str(k): str(v) for k, v in (cfg["cuda_options"] or {}).items()},
                      cudnn_conv_algo_search=cfg["cudnn_conv_algo_search"]) if device == "cuda" else None
-    from hase.benchmark.host_calibration import Calibrator, host_index
+    from hase.benchmark.host_calibration import Calibrator, cpu_times, current_cpu, host_index, steal_pct
     cal = Calibrator(device, cfg["device_id"], cfg["threads"])
     settle(cal, cfg, log)
     from hase.benchmark.gpu_metrics import GpuState, IdleGuard
@@ -157,14 +163,17 @@ def measure(models: list, cfg: dict, log) -> int:
             for _ in range(int(cfg["warmup"]) + 1):
                 run()
             ort = profiled(sess, run, cfg, prof) if prof else {}
+            cpu0, st0 = current_cpu(), cpu_times()
             r = time_loop(run, None, cfg["budget_ms"], cfg["min_loops"], cfg["max_loops"])
+            where = {"clean_cpu_before": cpu0, "clean_cpu_after": current_cpu(),
+                     "clean_steal_pct": f"{steal_pct(st0, cpu_times()):.3g}", "clean_loadavg_1m": f"{os.getloadavg()[0]:.3g}"}
             state = {f"clean_{k}": (f"{v:.4g}" if isinstance(v, float) else v)
                      for k, v in (gpu.read() if gpu else {}).items()}
             w.writerow({"model": mp.stem, "session": i, "e2e_clean_median_ms": f"{r['median_ms']:.6g}",
                         "e2e_clean_p10_ms": f"{r['p10_ms']:.6g}", "e2e_clean_p90_ms": f"{r['p90_ms']:.6g}",
                         "e2e_clean_mean_ms": f"{r['mean_ms']:.6g}",
                         "e2e_clean_n": len(r["samples_ms"]), "clean_calib_host_index_us": f"{host:.4g}",
-                        "clean_pid": os.getpid(), **ort, **idle, **copies, **state})
+                        "clean_pid": os.getpid(), **ort, **idle, **copies, **state, **where})
             f.flush()
             added += 1
             del run, sess

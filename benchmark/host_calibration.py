@@ -225,6 +225,30 @@ def host_layout() -> dict:
     return out
 
 
+def current_cpu() -> int:
+    """The CPU this thread last ran on (field 39 of /proc/thread-self/stat); -1 where it cannot be read."""
+    try:
+        return int(Path("/proc/thread-self/stat").read_text().rsplit(")", 1)[1].split()[36])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
+def cpu_times() -> tuple:
+    """(steal, total) jiffies of the whole host from /proc/stat; (0, 0) where it cannot be read. On a VM, steal is the
+    time the hypervisor ran something else on this VM's vCPUs: a neighbour on the physical host."""
+    try:
+        f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    return (f[7] if len(f) > 7 else 0), sum(f[:8])
+
+
+def steal_pct(before: tuple, after: tuple) -> float:
+    """Share of the host's CPU time stolen by the hypervisor between two cpu_times() readings (%); nan if none."""
+    total = after[1] - before[1]
+    return 100.0 * (after[0] - before[0]) / total if total > 0 else math.nan
+
+
 @dataclasses.dataclass
 class Calibration:
     device: str

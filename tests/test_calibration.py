@@ -352,6 +352,11 @@ def test_clean_labels_come_from_a_process_that_never_imports_torch(tmp_path):
     assert row["e2e_clean_median_ms"] > 0 and row["e2e_clean_n"] >= 3 and row["clean_calib_host_index_us"] > 0
     assert row["e2e_clean_p10_ms"] <= row["e2e_clean_mean_ms"] < float("inf")   # the runs' mean (bimodal runs)
     assert row["clean_bg_busy_field"] == "CPU_UTIL_PCT" and 0 <= row["clean_bg_busy_frac"] <= 1   # issue 26 item 1
+    # where the host was (issue 23 item 4): the CPU the thread ran on, the hypervisor's steal, the load
+    ncpu = __import__("os").cpu_count()
+    assert 0 <= row["clean_cpu_before"] < ncpu and 0 <= row["clean_cpu_after"] < ncpu
+    steal = row["clean_steal_pct"]   # nan when the loop was shorter than one jiffy of the host's clock
+    assert (steal != steal or 0 <= steal <= 100) and row["clean_loadavg_1m"] >= 0
     # ORT's profiled runs in the clean process: both nodes' dispatch, inside the Execute window
     assert 0 < row["clean_ort_node_sum_us"] <= row["clean_ort_execute_us"] + 2
     pid = row["clean_pid"]

@@ -47,10 +47,13 @@ def test_a_node_past_the_training_range_scales_with_its_bytes_on_the_ratio_only(
     want = 2.0 + (big["bytes_read"] + big["bytes_written"]) / (gbps * 1e3)
     ratio = NodeModel().fit(train, g, np.full(len(train), 7.0), {"n_estimators": 80}, target="roofline_ratio")
     assert ratio.manifest["gpu_target"] == "roofline_ratio"
+    # the trees alone: the 2-D BatchNormalization floor (test_node_model_instances.py) would price both past the range
+    assert ratio.manifest.pop("rows_bn_floor")["us_per_element"] > 0
     pg, _ = ratio.predict([top, big])
     assert pg[1] / pg[0] > 3.0 and pg[1] > 0.6 * want   # 4x the bytes: ~3.5x the time (the 2 us floor)
     flat = NodeModel().fit(train, g, np.full(len(train), 7.0), {"n_estimators": 80})
     assert "gpu_target" not in flat.manifest   # log_time: as every model fitted before the key
+    flat.manifest.pop("rows_bn_floor")
     fg, _ = flat.predict([top, big])
     assert fg[1] / fg[0] < 1.5 and fg[1] < 0.5 * want
     with pytest.raises(HaseError, match="gpu target"):

@@ -43,7 +43,8 @@ CNN_FAMILIES = {"cnn_plain", "cnn_mobile", "cnn_grouped", "unet", "fpn", "convne
 # depthwise convs, harmonic Concats, pools) counts as a CNN; nystromformer (landmark attention, Softmax maps) does not;
 # rednet (involution: per-pixel kernels generated from the input, a Softmax over the k x k taps of one pixel's
 # kernel, no query-key attention map, as skresnet's branch Softmax) counts as a CNN; bigbird (block-sparse attention)
-# does not
+# does not; dgcnn (EdgeConvs on kNN graphs by MatMul/TopK/Gather, 1x1 convs over the edges: no spatial convolution, as
+# pointnet) and deformattn (a conv backbone, then deformable attention over its tokens, as detr) do not
 # named models that are CNNs (for the corpus's non-CNN share); every other named model has attention or mixing
 NAMED_CNN = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide_resnet50_2", "mobilenet_v2",
              "mobilenet_v3_small", "mobilenet_v3_large", "vgg11", "vgg16_bn", "densenet121", "densenet169",
@@ -94,7 +95,11 @@ NAMED_CNN = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide
              # exam v21's named CNNs (dm_nfnet_f0: no normalization layers, weights standardized in the graph, as
              # nf_resnet26; mixnet_xl: mixed depthwise kernels)
              "timm-inception_resnet_v2", "timm-cs3edgenet_x", "timm-mobilenetv4_conv_large", "timm-darknet53",
-             "timm-dm_nfnet_f0", "timm-fbnetv3_g", "timm-mixnet_xl", "timm-xception65"}
+             "timm-dm_nfnet_f0", "timm-fbnetv3_g", "timm-mixnet_xl", "timm-xception65",
+             # exam v22's named CNNs (resnest50d_4s2x40d: split attention, a channel Softmax over 4 radix groups, no
+             # token attention map, as resnest26d; dpn92: dual-path residual Add and dense Concat)
+             "timm-hrnet_w18", "timm-dpn92", "timm-cs3sedarknet_x", "timm-ese_vovnet57b",
+             "timm-resnest50d_4s2x40d", "timm-hgnetv2_b4", "timm-xception71", "timm-inception_next_small"}
 
 
 @dataclass

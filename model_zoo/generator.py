@@ -346,6 +346,24 @@ same configs on any machine. Families (each with its own parameter ranges, FAMIL
                block's [w, (3 + r) w + g] scores, two MatMuls back; the g global queries attend to all S tokens (their
                own Softmax over [g, S]) and replace their rows by Concat) and a GELU FFN (x2 or x4); a final LayerNorm
                (pre-norm), then the sequence [B, S, D] or a mean over tokens and a Linear to 2-1000
+  dgcnn        DGCNN-like point-cloud classifier over [B, 3, N] (size: N 256-2048), the graph always dynamic: 2-4
+               EdgeConvs (widths 32-256, each as wide as the last or twice), each on the k nearest neighbours (k 8-32)
+               of every point in that layer's input features (-|xi|^2 + 2 xi.xj - |xj|^2 by MatMul and ReduceSum,
+               TopK), their features gathered by a Gather of the points-first [B N, C] rows at the flattened indices
+               + b N, or by a GatherElements of the channels-first [B, C, N k] at the indices broadcast over C; edge
+               features [xj - xi, xi] as [B, 2C, N, k], 1 or 2 shared 1x1 Conv2d-BN-LeakyReLU(0.2), a max over the
+               neighbours; the Concat of every EdgeConv's output, a 1x1 Conv1d-BN-LeakyReLU to 256-1024, a global
+               max (or max and mean) over the points, a Linear-BN-LeakyReLU head (1-2 layers of 128-512) to 10-40
+  deformattn   Deformable-DETR-like encoder over [B, 3, H, W] (size: H = W 128-512, a multiple of 64): a ResNet-like
+               backbone (a stride-2 3x3 stem of 32-64, 4 stages of 1-2 basic blocks doubling the width), its stride
+               16 and 32 maps (2 levels), 8, 16 and 32 (3) or those and a stride-2 3x3 conv's 64 (4), each a 1x1 conv
+               to D 128-256 + GroupNorm(32), flattened and concatenated into [B, N, D] tokens, 2-D sine positions + a
+               learned level embedding; 2-6 pre- or post-norm layers of multi-scale deformable attention (4 or 8
+               heads; every query samples 2-4 points per head and per level at its own pixel's centre + offsets (a
+               Linear of the query, in the level's pixels; Deformable DETR's ray-pattern bias) from that level's
+               value map by GridSample (bilinear, zeros, align_corners False), weighted by a Linear + Softmax over
+               levels x points and summed, an output Linear; no query-key product) and a ReLU or GELU FFN (x2 or x4);
+               a final LayerNorm (pre-norm), a mean over the tokens and a Linear to 10-1000
 Configs: batch 1 always, one batch of 4-16 and one of 32-64 (dlrm: 64-512 and 1024-2048; fttransformer, kan and
 neuralode: 64-256 and 1024-4096), each at a size the family allows (vqvae, capsnet, kan, wavenet, t5enc: the batch
 halves until the largest intermediate, a vqvae's distances, a capsnet's prediction vectors, a kan's spline bases, a
@@ -379,7 +397,8 @@ FAMILIES = ("cnn_plain", "cnn_mobile", "cnn_grouped", "vit", "swin", "hybrid", "
             "superres", "gnn", "diffusion", "implicit", "tasnet", "hrnet", "raft", "fttransformer", "vqvae",
             "capsnet", "kan", "nascell", "neuralode", "gmlp", "xcit", "stn", "aft", "res2net", "hourglass",
             "retnet", "convmixer", "wavenet", "t5enc", "llama", "maxvit", "focalnet", "levit", "poolformer",
-            "mobilevit", "resmlp", "ghostnet", "hardnet", "nystromformer", "rednet", "bigbird")
+            "mobilevit", "resmlp", "ghostnet", "hardnet", "nystromformer", "rednet", "bigbird", "dgcnn",
+            "deformattn")
 # families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's or a vocoder's mel bins,
 # a tcn's, an rnn's or an ssm's C_in, an implicit model's 3 coordinates of each of its S points)
 SEQUENCE = ("encoder", "decoder", "conformer", "tcn", "rnn", "ssm", "vocoder", "implicit", "aft", "retnet",
@@ -1069,6 +1088,25 @@ def arch_spec(family: str, seed: int) -> dict:
         # S a multiple of the block, at least 8 blocks (a window of 3, the random blocks drawn outside it and
         # outside the first (global) block)
         sizes = [z for z in (256, 512, 1024, 2048, 3072, 4096) if z % w == 0 and z // w >= 8]
+    elif family == "dgcnn":
+        # over [B, 3, N] points, the graph recomputed on every layer's features: its pairwise distances are N x N
+        # and its edge features [B, 2C, N, k] (_largest_elems halves the batch under them)
+        widths = [_pick(r, [32, 64])]
+        for _ in range(int(r.integers(1, 4))):               # 2-4 EdgeConvs, each as wide as the last or twice
+            widths.append(min(256, widths[-1] * _pick(r, [1, 2])))
+        s.update(k=_pick(r, [8, 12, 16, 20, 24, 32]), edges=widths, convs=_pick(r, [1, 2]),
+                 gather=_pick(r, ["rows", "elements"]), emb=_pick(r, [256, 512, 1024]),
+                 pool=_pick(r, ["max", "max_avg"]), head=_pick(r, [[512, 256], [256], [256, 128]]),
+                 classes=_pick(r, [10, 16, 40]))
+        sizes = [256, 512, 768, 1024, 1536, 2048]
+    elif family == "deformattn":
+        # Deformable-DETR-like: levels at strides 16-32 (2), 8-32 (3) or 8-64 (4: the 4th by a stride-2 conv)
+        heads = _pick(r, [4, 8])
+        s.update(stem_w=_pick(r, [32, 48, 64]), blocks=int(r.integers(1, 3)), levels=int(r.integers(2, 5)),
+                 dim=_pick(r, [128, 192, 256]), heads=heads, points=int(r.integers(2, 5)),
+                 depth=int(r.integers(2, 7)), ffn_ratio=_pick(r, [2, 4]), act=_pick(r, ["relu", "gelu"]),
+                 norm=_pick(r, ["post", "pre"]), classes=_pick(r, [10, 100, 1000]))
+        sizes = list(range(128, 513, 64))                    # multiples of 64: every level's grid exact
     else:  # perceiver
         stem = _pick(r, ["patch", "conv"])
         patch = _pick(r, [4, 8, 16] if stem == "conv" else [4, 6, 8, 12, 14, 16])  # conv: log2(patch) stride-2 convs
@@ -1135,6 +1173,11 @@ def _largest_elems(s: dict, size: int) -> int:
         return s["mids"][0] * s["k"] ** 2 * (size // 4) ** 2
     if fam == "bigbird":   # the block-sparse scores, heads x S x ((3 + random) blocks + global tokens)
         return s["heads"] * size * ((3 + s["rand_blocks"]) * s["block"] + s["global_tokens"])
+    if fam == "dgcnn":     # the distances (N x N) or the widest edge features or conv outputs (2C or C' x N x k)
+        cin = [3] + s["edges"][:-1]
+        return max(size * size, max(max(2 * c, w) * size * s["k"] for c, w in zip(cin, s["edges"])))
+    if fam == "deformattn":   # the sampled values of all levels and points, D x tokens x levels x points
+        return s["dim"] * deformattn_tokens(s, size) * s["levels"] * s["points"]
     if fam == "maxvit":    # the first stage's attention scores (heads x tokens x window^2) or its MBConv expansion
         return (size // 4) ** 2 * max(s["window"] ** 2 * max(s["base"] // 32, 1), 4 * s["base"])
     return 0
@@ -5761,6 +5804,196 @@ def _build_bigbird(s, size):
 
     return _token_encoder(SparseAttention, T, d, s)
 
+
+def _build_dgcnn(s, size):
+    import torch
+    import torch.nn as nn
+    n, k = size, s["k"]
+
+    def cbl(conv, ci, co, bn):   # a shared 1x1 conv (Conv2d over the edges, Conv1d over the points)-BN-LeakyReLU
+        return [conv(ci, co, 1, bias=False), bn(co), nn.LeakyReLU(0.2)]
+
+    def knn(x):   # [B, C, N] -> [B, N, k]: TopK of the negative squared distances -|xi|^2 + 2 xi.xj - |xj|^2
+        inner = torch.matmul(x.transpose(2, 1), x)                                # [B, N, N]
+        sq = (x * x).sum(1, keepdim=True)                                         # [B, 1, N]: a ReduceSum
+        return (2 * inner - sq - sq.transpose(2, 1)).topk(k, -1)[1]
+
+    class EdgeConv(nn.Module):
+        """The k nearest neighbours of every point in this layer's input features (the graph recomputed), their
+        features gathered (rows: a Gather of the points-first [B N, C] at the flattened indices + b N; elements: a
+        GatherElements of the channels-first [B, C, N k] at the indices broadcast over the channels), edge features
+        [xj - xi, xi] as [B, 2C, N, k], 1 or 2 shared 1x1 Conv2d-BN-LeakyReLU(0.2), a max over the neighbours."""
+        def __init__(self, ci, co):
+            super().__init__()
+            self.ci = ci
+            layers = cbl(nn.Conv2d, 2 * ci, co, nn.BatchNorm2d)
+            self.conv = nn.Sequential(*(layers + cbl(nn.Conv2d, co, co, nn.BatchNorm2d) if s["convs"] == 2 else layers))
+
+        def forward(self, x):
+            c, idx = self.ci, knn(x)
+            if s["gather"] == "elements":
+                nb = torch.gather(x, 2, idx.reshape(-1, 1, n * k).expand(-1, c, -1)).reshape(-1, c, n, k)
+                xi = x.unsqueeze(-1).expand(-1, -1, -1, k)
+                e = torch.cat([nb - xi, xi], 1)                                   # [B, 2C, N, k]
+            else:
+                b = x.shape[0]
+                xt = x.transpose(2, 1)                                            # [B, N, C]
+                base = torch.arange(b, device=x.device).reshape(b, 1, 1) * n
+                nb = xt.reshape(b * n, c)[(idx + base).reshape(-1)].reshape(b, n, k, c)
+                xi = xt.unsqueeze(2).expand(-1, -1, k, -1)
+                e = torch.cat([nb - xi, xi], 3).permute(0, 3, 1, 2)               # [B, 2C, N, k]
+            return self.conv(e).amax(-1)
+
+    class DGCNN(nn.Module):
+        """[B, 3, N] -> 2-4 EdgeConvs -> Concat of their outputs -> 1x1 Conv1d-BN-LeakyReLU to emb -> global max
+        (and mean) over the points -> Linear-BN-LeakyReLU head -> classes."""
+        def __init__(self):
+            super().__init__()
+            cs = [3] + s["edges"]
+            self.edges = nn.ModuleList([EdgeConv(cs[i], cs[i + 1]) for i in range(len(s["edges"]))])
+            self.emb = nn.Sequential(*cbl(nn.Conv1d, sum(s["edges"]), s["emb"], nn.BatchNorm1d))
+            head, c = [], s["emb"] * (2 if s["pool"] == "max_avg" else 1)
+            for w in s["head"]:
+                head += [nn.Linear(c, w, bias=False), nn.BatchNorm1d(w), nn.LeakyReLU(0.2)]
+                c = w
+            self.head = nn.Sequential(*head, nn.Linear(c, s["classes"]))
+
+        def forward(self, x):
+            outs = []
+            for ec in self.edges:
+                x = ec(x)
+                outs.append(x)
+            y = self.emb(torch.cat(outs, 1))
+            p = torch.cat([y.amax(-1), y.mean(-1)], 1) if s["pool"] == "max_avg" else y.amax(-1)
+            return self.head(p)
+
+    return DGCNN()
+
+
+def deformattn_levels(s: dict, size: int) -> list:
+    """A deformattn's feature levels at H = W = size: [(stride, side)], strides 16-32 (2 levels), 8-32 (3) or 8-64
+    (4: the 4th from a stride-2 3x3 conv on the stride-32 stage, as Deformable DETR's)."""
+    return [(st, size // st) for st in {2: (16, 32), 3: (8, 16, 32), 4: (8, 16, 32, 64)}[s["levels"]]]
+
+
+def deformattn_tokens(s: dict, size: int) -> int:
+    """The encoder's tokens: every level's pixels."""
+    return sum(side * side for _, side in deformattn_levels(s, size))
+
+
+def _build_deformattn(s, size, M):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    d, h, L, P = s["dim"], s["heads"], s["levels"], s["points"]
+    dh, levels = d // h, deformattn_levels(s, size)
+    sides = [side for _, side in levels]
+    starts = np.cumsum([0] + [side * side for side in sides]).tolist()
+    N = starts[-1]
+
+    def sine(side):   # DETR's 2-D sine positions of a side x side grid: [side^2, d] (y then x, sin and cos)
+        c = (torch.arange(side, dtype=torch.float64) + 0.5) / side * 2 * math.pi
+        f = 10000.0 ** (2 * (torch.arange(d // 4, dtype=torch.float64)) / (d // 2))
+        y, x = (c[:, None] / f).repeat_interleave(side, 0), (c[:, None] / f).repeat(side, 1)
+        return torch.cat([y.sin(), y.cos(), x.sin(), x.cos()], 1).float()
+
+    class MSDeformAttn(nn.Module):
+        """Multi-scale deformable attention: each query, per head and per level, samples P points at its reference
+        point + offsets (a Linear of the query, in pixels of the level) from that level's value map by bilinear
+        GridSample (align_corners False, zeros outside); the h x L x P weights (a Linear, a Softmax over L x P)
+        sum them; an output Linear."""
+        def __init__(self):
+            super().__init__()
+            self.off, self.attw = nn.Linear(d, h * L * P * 2), nn.Linear(d, h * L * P)
+            self.value, self.out = nn.Linear(d, d), nn.Linear(d, d)
+            with torch.no_grad():   # Deformable DETR's offset bias: head i's points on a ray at 2 pi i / h, 1..P out
+                th = torch.arange(h, dtype=torch.float32) * (2 * math.pi / h)
+                g = torch.stack([th.cos(), th.sin()], -1)
+                g = (g / g.abs().max(-1, keepdim=True)[0]).reshape(h, 1, 1, 2)
+                g = g * torch.arange(1, P + 1, dtype=torch.float32).reshape(1, 1, P, 1)
+                self.off.bias.copy_(g.expand(h, L, P, 2).flatten())
+            # each query's reference point: its own pixel's centre (x, y) in [0, 1], the same on every level
+            xs = torch.cat([(torch.arange(sd * sd) % sd + 0.5) / sd for sd in sides])
+            ys = torch.cat([(torch.arange(sd * sd) // sd + 0.5) / sd for sd in sides])
+            self.register_buffer("ref", torch.stack([xs, ys], -1).reshape(1, N, 1, 1, 1, 2), persistent=False)
+            scale = torch.tensor([[2.0 / sd, 2.0 / sd] for sd in sides]).reshape(1, 1, 1, L, 1, 2)
+            self.register_buffer("scale", scale, persistent=False)                 # pixels of a level -> [-1, 1]
+
+        def forward(self, q, x):   # q: the queries (with positions), x: the values' input, both [B, N, d]
+            v = self.value(x)
+            # sampling locations in GridSample's [-1, 1]: 2 (reference + offset / side) - 1
+            grid = 2 * self.ref - 1 + self.off(q).reshape(-1, N, h, L, P, 2) * self.scale
+            a = torch.softmax(self.attw(q).reshape(-1, N, h, L * P), -1).permute(0, 2, 1, 3).reshape(-1, 1, N, L * P)
+            sampled = []
+            for lv, side in enumerate(sides):
+                vl = v[:, starts[lv]:starts[lv + 1]].reshape(-1, side * side, h, dh).permute(0, 2, 3, 1)
+                gl = grid[:, :, :, lv].permute(0, 2, 1, 3, 4).reshape(-1, N, P, 2)          # [B h, N, P, 2]
+                sampled.append(F.grid_sample(vl.reshape(-1, dh, side, side), gl, mode="bilinear",
+                                             padding_mode="zeros", align_corners=False))    # [B h, dh, N, P]
+            y = (torch.cat(sampled, -1) * a).sum(-1)                                         # [B h, dh, N]
+            return self.out(y.reshape(-1, d, N).transpose(1, 2))
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn, self.n1, self.n2 = MSDeformAttn(), nn.LayerNorm(d), nn.LayerNorm(d)
+            self.ffn = nn.Sequential(nn.Linear(d, s["ffn_ratio"] * d), _act(s["act"]), nn.Linear(s["ffn_ratio"] * d, d))
+
+        def forward(self, x, pos):
+            if s["norm"] == "pre":
+                y = self.n1(x)
+                x = x + self.attn(y + pos, y)
+                return x + self.ffn(self.n2(x))
+            x = self.n1(x + self.attn(x + pos, x))
+            return self.n2(x + self.ffn(x))
+
+    class DeformableEncoder(nn.Module):
+        """Image -> a ResNet-like backbone (a stride-2 stem, 4 stages of basic blocks) -> its stride 16-32 or 8-32
+        maps (and a stride-2 conv's at 64) as L levels, each a 1x1 (or 3x3 stride-2) conv to d + GroupNorm(32),
+        flattened and concatenated [B, N, d]; sine positions + a learned level embedding; the encoder layers; mean +
+        Linear."""
+        def __init__(self):
+            super().__init__()
+            bb, c0 = {"block": "basic", "act": "relu"}, s["stem_w"]
+            widths = [c0 * 2 ** i for i in range(4)]                      # stages at strides 4, 8, 16, 32
+            self.stem, stages, c = _conv_bn(3, c0, 3, 2), [], c0
+            for w in widths:
+                stages.append(nn.Sequential(*[_fpn_block(bb, M, c if j == 0 else w, w, 2 if j == 0 else 1)
+                                              for j in range(s["blocks"])]))
+                c = w
+            self.stages = nn.ModuleList(stages)
+            strides = {st for st, _ in levels}
+            self.taps = [i for i, st in enumerate((4, 8, 16, 32)) if st in strides]   # the stages that are levels
+            proj = [nn.Sequential(nn.Conv2d(widths[i], d, 1), nn.GroupNorm(32, d)) for i in self.taps]
+            if L == 4:
+                proj.append(nn.Sequential(nn.Conv2d(widths[-1], d, 3, 2, 1), nn.GroupNorm(32, d)))
+            self.proj = nn.ModuleList(proj)
+            self.register_buffer("pos", torch.cat([sine(side) for side in sides])[None], persistent=False)
+            self.level = nn.Parameter(torch.zeros(L, d))
+            self.counts = [side * side for side in sides]
+            self.layers = nn.ModuleList([Layer() for _ in range(s["depth"])])
+            self.norm = nn.LayerNorm(d) if s["norm"] == "pre" else None
+            self.head = nn.Linear(d, s["classes"])
+
+        def forward(self, x):
+            x, maps = self.stem(x), []
+            for i, stage in enumerate(self.stages):
+                x = stage(x)
+                if i in self.taps:
+                    maps.append(x)
+            if L == 4:
+                maps.append(x)
+            src = torch.cat([p(m).flatten(2) for p, m in zip(self.proj, maps)], 2).transpose(1, 2)   # [B, N, d]
+            pos = self.pos + torch.cat([self.level[i:i + 1].expand(n, d) for i, n in enumerate(self.counts)])
+            for layer in self.layers:
+                src = layer(src, pos)
+            if self.norm is not None:
+                src = self.norm(src)
+            return self.head(src.mean(dim=1))
+
+    return DeformableEncoder()
+
+
 def input_shape(spec: dict, batch: int, size: int) -> tuple:
     if spec["family"] == "implicit":  # N points of 3 coordinates, points first: [B, N, 3]
         return (batch, size, 3)
@@ -5771,7 +6004,7 @@ def input_shape(spec: dict, batch: int, size: int) -> tuple:
         return (batch, size, spec[f])
     if spec["family"] in ("gan", "diffusion"):  # a latent grid [B, z, s, s] or an image (diffusion: 3 or 4 channels)
         return (batch, spec["in_ch"], size, size)
-    if spec["family"] == "pointnet":  # N points of 3 coordinates
+    if spec["family"] in ("pointnet", "dgcnn"):  # N points of 3 coordinates
         return (batch, 3, size)
     if spec["family"] in ("wav2vec", "tasnet"):  # a mono waveform of T samples
         return (batch, 1, size)
@@ -5798,7 +6031,8 @@ def file_stem(spec: dict, batch: int, size: int) -> str:
     samples, a video3d's H x W (its frames are fixed per architecture), a dlrm's 1 x (dense features + tables x
     lookups per table), a vocoder's frames x 80 mel bins, a superres's H x W, a gnn's N x (F_in + N), a diffusion's
     H x W, an implicit model's points x 3, a tasnet's 1 x samples, an hrnet's or a raft's H x W, an fttransformer's
-    1 x features (its input [B, F] has no H), a wavenet's C_in x time steps, a t5enc's sequence x width."""
+    1 x features (its input [B, F] has no H), a wavenet's C_in x time steps, a t5enc's sequence x width, a dgcnn's 3 x
+    points."""
     shape = input_shape(spec, batch, size)
     h = shape[-2] if len(shape) > 2 else 1
     return Path(paths.model_file(spec["arch"], batch, h, shape[-1])).stem

@@ -29,7 +29,8 @@ SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1,
          "vqvae": 2, "capsnet": 2, "kan": 1, "nascell": 1, "neuralode": 3, "gmlp": 1, "xcit": 1, "stn": 1,
          "aft": 7, "res2net": 4, "hourglass": 8, "retnet": 2, "convmixer": 5, "wavenet": 10, "t5enc": 3,
          "llama": 3, "maxvit": 1, "focalnet": 11, "levit": 3, "poolformer": 2, "mobilevit": 0,
-         "resmlp": 3, "ghostnet": 2, "hardnet": 1, "nystromformer": 5, "rednet": 8, "bigbird": 2}
+         "resmlp": 3, "ghostnet": 2, "hardnet": 1, "nystromformer": 5, "rednet": 8, "bigbird": 2, "dgcnn": 8,
+         "deformattn": 5}
 # tcn-s1: gated, LayerNorm, an uneven 'same' Pad; perceiver-s8: 2 MHA cross blocks; rnn-s1: a stride-2 Conv1d
 # front-end, 3 GRU layers, a mean head; linattn-s1: conv stem, elu+1 linear attention by MatMul; ssm-s1: 3 Mamba-like
 # blocks, a chunked scan (3 chunks of 64 at T 192); ssm-s5 (S4D, a long-convolution kernel) is exported by seed checks;
@@ -63,6 +64,8 @@ SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1,
 # 32, 4 pre-norm blocks, 32 landmarks over 128 tokens, 8 pseudo-inverse steps, a depthwise 17 x 1 conv on v, mean head
 # rednet-s8: 8 bottlenecks, 5x5 involutions by nn.Unfold, 128 px; bigbird-s2: 2 heads of 32, 2 post-norm blocks, 32
 # blocks of 32 tokens, 1 random block, no global tokens, mean head
+# dgcnn-s8: 2 EdgeConvs (64, 128) on k 8 neighbours, a Gather of rows, 256 points; deformattn-s5: 4 levels (strides
+# 8-64), 8 heads of 16, 2 points, 5 pre-norm layers, 128 px
 
 
 def test_specs_are_seeded_and_reproducible():
@@ -872,12 +875,18 @@ def _assert_a_new_exam(new, before: list, held_out: set, n_exam: int):
                                                 "timm-inception_v4", "resmlp-s20000"},
                  {"rednet-s3": "rednet", "bigbird-s8": "bigbird", "hardnet-s21001": "hardnet",
                   "nystromformer-s21000": "nystromformer", "timm-xcit_small_12_p16_224": "named"},
-                 {"rednet", "bigbird"}, 160, id="v21")])
+                 {"rednet", "bigbird"}, 160, id="v21"),
+    # v22: rednet and bigbird train now
+    pytest.param(22, (15, 16, 17, 18, 19, 20, 21), {"rednet-s0", "bigbird-s8", "hardnet-s21001", "hardnet-s0",
+                                                    "timm-xcit_small_12_p16_224", "timm-inception_resnet_v2"},
+                 {"dgcnn-s3": "dgcnn", "deformattn-s8": "deformattn", "rednet-s22001": "rednet",
+                  "bigbird-s22000": "bigbird", "pointnet-s22000": "pointnet", "timm-swiftformer_l1": "named"},
+                 {"dgcnn", "deformattn"}, 164, id="v22")])
 def test_exam_is_a_new_exam_over_v11s_training_and_the_joined_exams(version, joined, trains, families, held_out,
                                                                     n_exam):
-    """corpus_split_v<N>.yaml (N = 16-21): v11's training split plus the joined exams' architectures (train:
+    """corpus_split_v<N>.yaml (N = 16-22): v11's training split plus the joined exams' architectures (train:
     join_exams), an exam disjoint from it and from every earlier split by architecture and by (family, seed), the
-    held-out families (three; v19, v20 and v21 two) no other split names, fresh seeds of every family seen before,
+    held-out families (three; v19-v22 two) no other split names, fresh seeds of every family seen before,
     >= 6 named models in no other split, half of them CNNs, >= 40% not CNNs overall."""
     from hase.utils import paths
     v11 = corpus.load_split()
@@ -1193,3 +1202,84 @@ def test_v21_family_exports_runs_and_does_what_it_says(tmp_path, fam, seed):
         if gl:
             assert not torch.allclose(a[0, 0], b[0, 0], atol=1e-6)   # a global query sees every token
 
+
+@pytest.mark.parametrize("fam,seed", [("dgcnn", 2), ("dgcnn", 5), ("deformattn", 7), ("deformattn", 5)])
+def test_v22_family_exports_runs_and_does_what_it_says(tmp_path, fam, seed):
+    """The exam v22 held-out families at a small size, batch 2: the project's export path, the CPU EP, ORT equal to
+    PyTorch, and each family's defining structure; dgcnn: one kNN graph per EdgeConv (a MatMul, a ReduceSum and a
+    TopK each: the graph recomputed from every layer's features), the neighbours gathered by Gathers of rows or by
+    one GatherElements an EdgeConv, 1 or 2 1x1 convs an EdgeConv and the Conv1d after them, a max over the neighbours
+    and one over the points; the output does not depend on the points' order; the first EdgeConv equal to a
+    brute-force one (float64 distances, argsort, edge features [xj - xi, xi], its convs, a max); deformattn: one
+    GridSample per layer and level (bilinear, zeros, align_corners 0), one Softmax a layer, no MatMul but the
+    Linears' (6 a layer: no query-key product), a GroupNorm per level; one layer's attention equal to a bilinear
+    lookup written out (each query's pixel centre + its offsets in the level's pixels, four taps, zeros outside,
+    weighted by the Softmax over levels x points)."""
+    import onnx
+    import torch
+    size = 256 if fam == "dgcnn" else 128
+    spec, model, shape, out, sess, x, y = _export_and_run(tmp_path, fam, seed, size, 2)
+    graph = onnx.load(str(out)).graph
+    ops = [n.op_type for n in graph.node]
+    _matches_pytorch(model, x, y)
+    assert y.shape == (2, spec["classes"])
+    if fam == "dgcnn":
+        e, k, head = len(spec["edges"]), spec["k"], len(spec["head"])
+        assert shape == (2, 3, size)
+        assert ops.count("TopK") == ops.count("ReduceSum") == e and ops.count("MatMul") == e + head
+        assert ops.count("Conv") == e * spec["convs"] + 1 and ops.count("ReduceMax") == e + 1
+        assert ops.count("LeakyRelu") == e * spec["convs"] + 1 + head
+        assert ops.count("ReduceMean") == (spec["pool"] == "max_avg")
+        if spec["gather"] == "elements":
+            assert ops.count("GatherElements") == e and "Gather" not in ops
+        else:
+            assert ops.count("Gather") == e and "GatherElements" not in ops
+        perm = np.random.default_rng(1).permutation(size)     # a point set: its order does not matter
+        y2 = sess.run(None, {sess.get_inputs()[0].name: np.ascontiguousarray(x[:, :, perm])})[0]
+        assert np.allclose(y2, y, atol=1e-5 * np.abs(y).max())
+        ec = model.edges[0]
+        pts = torch.from_numpy(np.random.default_rng(2).standard_normal((1, 3, size), dtype=np.float32))
+        with torch.no_grad():
+            p = pts[0].T                                                    # [N, 3]
+            nearest = torch.cdist(p.double(), p.double()).argsort(-1)[:, :k]  # the point itself first
+            xi = p[:, None, :].expand(size, k, 3)
+            edges = torch.cat([p[nearest] - xi, xi], -1).permute(2, 0, 1)[None]   # [1, 6, N, k]
+            assert torch.allclose(ec(pts), ec.conv(edges).amax(-1), atol=1e-5)
+    else:
+        from hase.model_zoo.generator import deformattn_levels
+        depth, L, P, h, d = spec["depth"], spec["levels"], spec["points"], spec["heads"], spec["dim"]
+        assert shape == (2, 3, size, size)
+        assert ops.count("GridSample") == depth * L and ops.count("Softmax") == depth
+        assert ops.count("MatMul") == 6 * depth and ops.count("Gemm") == 1
+        assert ops.count("LayerNormalization") == 2 * depth + (spec["norm"] == "pre")
+        assert ops.count("InstanceNormalization") == L                      # GroupNorm(32)
+        assert ops.count("Conv") == 1 + 4 * (2 * spec["blocks"] + 1) + L
+        attr = lambda n, a: next(onnx.helper.get_attribute_value(t) for t in n.attribute if t.name == a)  # noqa
+        for n in (n for n in graph.node if n.op_type == "GridSample"):
+            assert (attr(n, "mode"), attr(n, "padding_mode"), attr(n, "align_corners")) == (b"bilinear", b"zeros", 0)
+        sides = [sd for _, sd in deformattn_levels(spec, size)]
+        n_tok, dh = sum(sd * sd for sd in sides), d // h
+        attn = model.layers[0].attn
+        g = torch.Generator().manual_seed(0)
+        q, src = torch.randn(1, n_tok, d, generator=g), torch.randn(1, n_tok, d, generator=g)
+        with torch.no_grad():
+            got = attn(q, src)[0]
+            v = attn.value(src)[0]
+            off = attn.off(q)[0].reshape(n_tok, h, L, P, 2)
+            w = torch.softmax(attn.attw(q)[0].reshape(n_tok, h, L * P), -1).reshape(n_tok, h, L, P)
+            centre = torch.cat([torch.stack(torch.meshgrid(torch.arange(sd), torch.arange(sd), indexing="ij"), -1)
+                                .reshape(-1, 2).flip(-1).add(0.5).div(sd) for sd in sides])   # (x, y) in [0, 1]
+            y_ref, start, heads = torch.zeros(n_tok, h, dh), 0, torch.arange(h)[None, :, None]
+            for lv, sd in enumerate(sides):
+                vmap = v[start:start + sd * sd].reshape(sd, sd, h, dh)           # [row, column, head, dh]
+                start += sd * sd
+                px = centre[:, None, None, 0] * sd + off[:, :, lv, :, 0] - 0.5   # [N, h, P]: pixel coordinates
+                py = centre[:, None, None, 1] * sd + off[:, :, lv, :, 1] - 0.5
+                for dx in (0, 1):
+                    for dy in (0, 1):
+                        xi, yi = px.floor() + dx, py.floor() + dy
+                        inside = (xi >= 0) & (xi < sd) & (yi >= 0) & (yi < sd)
+                        tap = (1 - (px - xi).abs()) * (1 - (py - yi).abs()) * inside * w[:, :, lv]
+                        val = vmap[yi.clamp(0, sd - 1).long(), xi.clamp(0, sd - 1).long(), heads]   # [N, h, P, dh]
+                        y_ref += (val * tap[..., None]).sum(2)
+            assert torch.allclose(got, attn.out(y_ref.reshape(n_tok, d)), atol=1e-4)

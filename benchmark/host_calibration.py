@@ -316,6 +316,26 @@ class Calibrator:
                 run()
             self.chains[kind] = (sess, run)
         self._copy_runs = {}   # run_copies' small sessions, made at its first call
+        self._probe = None     # compute_probe's matmul session, made at its first call
+
+    # On a small VM the intra-op threads do not always get a core each: on the project's 2-vCPU EPYC a 2-thread
+    # MatMul ran 600-700 us for runs of tens of seconds and 1,190-1,490 us (its 1-thread time) for others, within
+    # one process (session 38, 242 reads over 3 minutes). ORT's node times of a model swing with it (the same Gemm
+    # shape 2.2-3.9x apart between models measured minutes apart), so trace_run times this probe just before and
+    # just after each CPU session: the compute speed the session really had.
+    def compute_probe(self, budget_ms: float = 15.0) -> float:
+        """GFLOP/s of a 512^3 MatMul (268 MFLOP) at this calibrator's thread count, its session kept open."""
+        if self.device != "cpu":
+            return math.nan
+        if self._probe is None:
+            blob, shape, work = compute_model("matmul")
+            x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+            run = make_runner(make_session(blob, "cpu", "all", threads=self.threads), {"x": x}, "e2e")
+            for _ in range(3):
+                run()
+            self._probe = (run, work)
+        run, work = self._probe
+        return work / (time_loop(run, None, budget_ms, 5, 1000)["median_ms"] / 1e3) / 1e9
 
     def host(self, budget_ms: float = 40.0) -> dict:
         """Per-node host time of each chain (us): the median of runs over budget_ms per chain."""

@@ -337,6 +337,8 @@ def one_session(model_path: Path, device: str, cfg: dict, idx: int, label: dict,
     calibrator: benchmark/host_calibration's, run in this process just before the session: the host speed
     its host times are learned relative to."""
     calib = calibrator.host(cfg["calib_budget_ms"]) if calibrator is not None else {}
+    probe = device == "cpu" and calibrator is not None   # the compute speed around the session (compute_probe)
+    probe_before = calibrator.compute_probe() if probe else math.nan
     tmp = Path(tempfile.mkdtemp(prefix="hase_trace_"))
     cuda_opts = (dict({str(k): str(v) for k, v in (cfg["cuda_options"] or {}).items()},
                       cudnn_conv_algo_search=cfg["cudnn_conv_algo_search"]) if device == "cuda" else None)
@@ -405,6 +407,8 @@ def one_session(model_path: Path, device: str, cfg: dict, idx: int, label: dict,
                               "kernel_id": label.get(n, ""), "host_us": ort_us[n], "host_ort_us": ort_us[n],
                               "gpu_us": 0.0, "gpu_kernel_sum_us": 0.0, "gpu_idle_before_us": 0.0, "launches": 0,
                               "kernel_names": ""})
+        row.update({"probe_matmul_gflops_before": probe_before,
+                    "probe_matmul_gflops_after": calibrator.compute_probe() if probe else math.nan})
         if want_trace:
             med = sorted(runs, key=lambda r: r["model_run_us"])[len(runs) // 2]
             timeline = cpu_timeline(model_path.stem, med, label)

@@ -202,6 +202,8 @@ def test_trace_run_records_the_calibration_per_session(tmp_path):
     res = next((tmp_path / "benchmark/results").glob("*/cal"))
     s = pd.read_csv(res / "trace_sessions.csv")
     assert len(s) == 2 and (s["calib_host_index_us"] > 0).all() and s["process"].nunique() == 1
+    # the compute speed just before and after each CPU session (the VM's threads share cores at times)
+    assert (s["probe_matmul_gflops_before"] > 0).all() and (s["probe_matmul_gflops_after"] > 0).all()
     prof = json.loads((res / "calibration.json").read_text())
     assert list(prof) == [s["process"][0]] and prof[s["process"][0]]["host_index_us"] > 0
 
@@ -719,3 +721,19 @@ def test_refresh_calibration_ref_remakes_the_reference_and_leaves_the_trees(tmp_
     (tmp_path / "resolved_config.json").unlink()
     r = subprocess.run(cmd, cwd=paths.REPO, env=paths.child_env(), capture_output=True, text=True)
     assert r.returncode != 0 and "resolved_config.json" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_cpu_corpus_judge_refuses_exam_archs_in_training_and_drops_slow_state_sessions(tmp_path):
+    """inference/judge_cpu_corpus.py on the committed CPU corpus: an exam architecture among train_archs is refused
+    in one line; drop_slow_state drops the sessions whose probe read the threads' shared-core state."""
+    from hase.inference.fit_cpu_timeline import drop_slow_state
+    from hase.utils.logger import get_logger
+    s = pd.DataFrame({"machine": "a", "model": ["m1", "m1", "m2"], "session": [0, 1, 0],
+                      "probe_matmul_gflops_before": [500.0, 250.0, 490.0], "probe_matmul_gflops_after": [495.0, 480.0, np.nan]})
+    n = pd.DataFrame({"machine": "a", "model": ["m1", "m1", "m2"], "session": [0, 1, 0], "node": "x", "host_us": 1.0})
+    s2, n2 = drop_slow_state(s, n, 0.75, get_logger("test"))
+    assert list(s2["session"]) == [0, 0] and len(n2) == 2 and set(n2["model"]) == {"m1", "m2"}
+    assert drop_slow_state(s, n, 0.0, get_logger("test"))[0] is s
+    r = run_script([REPO / "inference/judge_cpu_corpus.py", "--set", "train_archs=[aft-s9300]",
+                    "--set", f"out={tmp_path / 'j'}"], tmp_path, check=False, cwd=REPO)
+    assert r.returncode != 0 and "train_archs holds exam architectures" in r.stderr

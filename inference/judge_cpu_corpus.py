@@ -33,8 +33,8 @@ DEFAULTS = {"split": "benchmark/results/cpu-amd-epyc/corpus/split_v2.yaml", "tim
             # ORT's profiler adds a fixed cost to every node's time (a node that does nothing reads 3-4 us; the
             # profiled nodes of a model under 0.2 ms sum to 2.6x its wall): taken off every node time before the
             # node model learns it (floor 0.1 us), so the per-node term is the dispatch alone. 'auto': the 5%
-            # quantile of the training models' node times; 0: off (exams v1, v2)
-            "profiler_node_us": 0.0, "line_loss": "relative"}
+            # quantile of the training models' node times; a number: that; None or 0: off (exams v1, v2)
+            "profiler_node_us": None, "line_loss": "relative"}
 
 
 def node_rows(records: dict, per_node: pd.DataFrame, models: list) -> tuple:
@@ -74,7 +74,7 @@ def main() -> int:
     delta = cfg["profiler_node_us"]
     if delta == "auto":
         delta = float(per_node.loc[per_node["model"].isin(train), "gpu_us"].quantile(0.05))
-    delta = float(delta)
+    delta = float(delta or 0.0)
     if delta > 0:
         per_node["gpu_us"] = np.maximum(per_node["gpu_us"] - delta, 0.1)
         lab["node_sum_us"] = per_node.groupby("model")["gpu_us"].sum().reindex(lab.index)

@@ -440,6 +440,7 @@ class Calibrator:
     def calibrate(self, budget_ms: float = 40.0, run_copy_budget_ms: float = 0.0) -> Calibration:
         """run_copy_budget_ms > 0 (CUDA): also session.run's own copy rates (run_*_gbps in copy_gbps), sessions released."""
         t0 = time.perf_counter()
+        probe0 = self.compute_probe() if self.device == "cpu" else math.nan
         host = self.host(budget_ms)
         copies = self.copies()
         if run_copy_budget_ms > 0:
@@ -453,6 +454,13 @@ class Calibrator:
         if self.device == "cuda":
             from hase.benchmark.trace_run import sm_clock_mhz
             cal.sm_clock_mhz = sm_clock_mhz(self.device_id)
+        else:   # the compute speed before and after: a VM whose threads shared a core meanwhile is named
+            probe1 = self.compute_probe()
+            cal.compute.update(probe_matmul_gflops_before=probe0, probe_matmul_gflops_after=probe1)
+            if min(probe0, probe1) < 0.75 * max(probe0, probe1):
+                get_logger("benchmark").warning(
+                    "compute speed moved during the calibration (a MatMul at the session's threads read %.0f, then %.0f "
+                    "GFLOP/s): this machine's intra-op threads share cores at times; calibrate again", probe0, probe1)
         cal.took_s = time.perf_counter() - t0
         return cal
 

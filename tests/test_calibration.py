@@ -33,6 +33,8 @@ def test_cli_profile_on_cpu_ep_is_well_formed(tmp_path):
     assert all(v > 0 for v in cal.host_us_per_node.values())
     assert cal.host_index_us > 0 and d["sm_clock_mhz"] is None and cal.copy_gbps == {}
     assert {"conv_gflops", "matmul_gflops", "add_gbps", "conv_lowreuse_gflops"} <= set(cal.compute)
+    # the compute speed just before and after the calibration (a VM's threads may share a core meanwhile)
+    assert cal.compute["probe_matmul_gflops_before"] > 0 and cal.compute["probe_matmul_gflops_after"] > 0
     # session.run's fixed cost in this process: a one-node model, numpy in and out
     assert 0 < cal.run_fixed_us < 1e5 and cal.columns()["calib_run_fixed_us"] == cal.run_fixed_us
     old = {k: v for k, v in d.items() if k != "run_fixed_us"}          # a profile written before the field

@@ -370,6 +370,11 @@ class Predictor:
                 scales, cw = mc.cpu_scales(model, calibration)
                 model = mc.calibrated_cpu_model(model, scales)
                 info = dict(info, cpu_scales=scales)
+            elif model.get("node_source") == "trees":   # CPU EP node trees (fit_cpu_timeline): no scaling of them yet
+                cw = ("calibration not applied: this CPU timeline's node compute comes from node trees, which a "
+                      "calibration does not scale yet; predicted at the speed of the CPU it was measured on ("
+                      + ", ".join((model.get("calibration_ref") or {}).get("cpus") or ["unknown"]) + ")")
+                info = dict(info, calibration_not_applied="node_source trees")
             else:
                 scale, cw = mc.host_scale(model, calibration)
                 cw = cw or mc.range_note(model, calibration)   # scaled, but outside the fitted machines' readings

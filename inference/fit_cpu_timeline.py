@@ -56,10 +56,16 @@ DEFAULTS = {"timeline_dirs": [f"benchmark/results/{SLUG}/timeline/machine_*"],
             # sessions whose compute probe (trace_run's 2-thread MatMul just before and after) read below this
             # share of the fast state (the probes' 90th percentile) ran with the intra-op threads sharing a core:
             # dropped (0: keep all; sessions measured before the probe have none and are kept)
-            "probe_min_frac": 0.0}
+            "probe_min_frac": 0.0,
+            # ORT's profiler adds a fixed cost to every node's time (a node that does nothing reads 3-4 us on the
+            # 2-vCPU EPYC): taken off every node time (floor 0.1 us) before the node compute is learned, so the
+            # per-node term is dispatch alone. 'auto': the 5% quantile of the training node times; None: off.
+            # node_source trees (inference/node_model.NodeModel on the node times, saved in <out>/node_model)
+            # needs it: its host trees carry the per-node term, which must be >= 0
+            "profiler_node_us": None}
 NEED_S = ["model", "session", "threads", "e2e_median_ms", "ort_node_sum_us", "n_nodes"]
 NEED_N = ["model", "session", "node", "op", "host_us"]
-SOURCES = ("kernel", "lines")
+SOURCES = ("kernel", "lines", "trees")
 CPU_IDLE = {"bg_CPU_UTIL_PCT": 0.0, "bg_CPU_FREQ_MHZ": 0.0, "bg_MEM_USED_MB": 0.0, "bg_LOAD_AVG_1M": 0.0}
 
 
@@ -173,6 +179,8 @@ def node_compute_us(records: dict, source: str, table: dict, predictor) -> dict:
     """Predicted compute per kernel (us) of each model, in record order."""
     if source == "lines":
         return {m: tm.gpu_table_us(r, table) for m, r in records.items()}
+    if source == "trees":
+        return {m: predictor.predict(r["kernels"])[0] for m, r in records.items()}
     out = {}
     for m, r in records.items():
         ms = predictor.predict_kernels(r["kernels"], {f: 0.0 for f in predictor.load_fields})
@@ -226,22 +234,56 @@ def main() -> int:
     unmatched = unmatched_share(records, per_node, Path(cfg["records"]), log, float(cfg["max_unmatched_share"]))
     lab = labels(sessions, q)
     lab["kernels"] = [len(records[m]["kernels"]) for m in lab.index]
+    delta = cfg["profiler_node_us"]
+    if delta == "auto":
+        delta = float(per_node.loc[per_node["model"].isin(train), "gpu_us"].quantile(0.05))
+    delta = float(delta or 0.0)
+    if delta > 0:
+        per_node["gpu_us"] = np.maximum(per_node["gpu_us"] - delta, 0.1)
+        lab["node_sum_us"] = per_node.groupby("model")["gpu_us"].sum().reindex(lab.index)
+        log.info("ORT's profiler cost per node taken off every node time: %.2f us", delta)
+    elif cfg["node_source"] == "trees":
+        raise HaseError("node_source trees needs profiler_node_us (auto or us): without it the per-node term is "
+                        "negative and host trees cannot carry it", "profiler_node_us")
 
     # ---- measured terms, training architectures only
     terms = overhead_terms(lab.loc[train])
+    terms["profiler_node_us"] = delta
     spr = spread(sessions[sessions["model"].isin(train)], q)
     table = gpu_table(per_node, {m: records[m] for m in train}, int(cfg["min_nodes"]), key="cpu")
     table["source"] = "ORT-profiled CPU node times of the training models"
     predictor, pdir = None, None
     default_dir = paths.train_models_dir() / SLUG
-    if cfg["node_source"] == "kernel" or cfg["predictor_dir"] or (default_dir / "manifest.json").exists():
+    if cfg["node_source"] == "trees":   # the GPU corpus's per-node model on the CPU node times; host: the per-node term
+        from hase.inference.node_model import NodeModel
+        if terms["per_node_us"] < 0:
+            raise HaseError(f"per-node term {terms['per_node_us']:.2f} us < 0 after the profiler cost: node_source "
+                            "trees cannot carry it (raise profiler_node_us)", "profiler_node_us")
+        g = per_node[per_node["model"].isin(train)]
+        ks, us = [], []
+        for m in train:
+            t = g[g["model"] == m].set_index("node")["gpu_us"]
+            for k in records[m]["kernels"]:
+                if k["node_name"] in t.index:
+                    ks.append(k)
+                    us.append(float(t[k["node_name"]]))
+        predictor = NodeModel(manifest={"format": "hase.node_model/1", "metadata": {"device": "cpu"}}).fit(
+            ks, np.array(us), np.full(len(us), terms["per_node_us"]), target="roofline_ratio")
+        predictor.manifest["host_per_node_us"] = terms["per_node_us"]   # not per recurrent step, not a tree
+        pdir = Path(cfg["out"]) / "node_model"
+        predictor.save(pdir)
+        log.info("node trees: %d nodes of %d training models -> %s", len(ks), len(train), pdir)
+    elif cfg["node_source"] == "kernel" or cfg["predictor_dir"] or (default_dir / "manifest.json").exists():
         # the packed-kernel predictor is the model or, where it was trained here, the baseline judged beside it
         from hase.training.train_kernel_model import load_predictor
         pdir = Path(cfg["predictor_dir"]) if cfg["predictor_dir"] else default_dir
         predictor = load_predictor(pdir)
-    sources = [cfg["node_source"]] + [s for s in SOURCES if s != cfg["node_source"] and (s == "lines" or predictor)]
+    sources = [cfg["node_source"]] + [s for s in SOURCES if s != cfg["node_source"]
+                                      and (s == "lines" or (s == "kernel" and predictor is not None
+                                                            and cfg["node_source"] != "trees"))]
     comp = {s: node_compute_us(records, s, table, predictor) for s in sources}
-    models_json = {s: model_json(terms, spr, cfg, train, table, s, pdir if s == "kernel" else None) for s in sources}
+    models_json = {s: model_json(terms, spr, cfg, train, table, s, pdir if s in ("kernel", "trees") else None)
+                   for s in sources}
     log.info("measured terms: c0 %.1f us, %.2f us per node (%d training models; wall - Σnodes median %.0f us), "
              "session spread %s, %d node classes", terms["c0_us"], terms["per_node_us"], terms["models"],
              terms["rest_us_median"], spr, len(table["by_key"]))

@@ -540,6 +540,9 @@ class NodeModel:
         floor = (self.manifest.get("pad_generic_floor") or {}).get("us_per_element")
         if floor:   # models fitted before this floor: as they were
             out[0] = np.maximum(out[0], floor * np.array([pad_generic_elements(k) for k in kernels], float))
+        per_node = self.manifest.get("host_per_node_us")
+        if per_node is not None:   # CPU EP (fit_cpu_timeline node_source trees): one dispatch term a node, no trees
+            out[1] = np.full(len(kernels), float(per_node))
         return out[0], out[1]
 
     def unseen(self, kernels: list) -> np.ndarray:

@@ -365,8 +365,11 @@ def test_node_model_learns_a_view_ops_dispatch_from_its_neighbours():
     h = np.array([truth(k) for k in ctx])
     assert (h == 4.5).any() and (h == 2.5).any()
     nm = NodeModel().fit(ctx, np.ones(len(ctx)), h, {"n_estimators": 100, "learning_rate": 0.3})
-    # a Squeeze between two Relus, then between two Reshapes: only the neighbours differ
-    sq = next(k for r in recs for k in r["kernels"] if k["op_type"] == "Squeeze" or k["op_type"] == "Reshape")
+    # a Squeeze between two Relus, then between two views: only the neighbours differ. A Squeeze trains in both
+    # contexts (dlrm's runs of views, the encoder's between GEMMs); the first Reshape's shapes are those of the 3
+    # Reshapes that train only inside runs of views, so its shape and its context tie (with the axis features
+    # the trees took its shape: 2.8-3.8 us over seeds)
+    sq = next(k for r in recs for k in r["kernels"] if k["op_type"] == "Squeeze")
     relu = next(k for r in recs for k in r["kernels"] if not launchless(k))
     view = dict(sq)
     _, between_launches = nm.predict([relu, sq, relu])

@@ -136,3 +136,44 @@ def test_read_tables_names_the_machine_folder_of_the_bad_session(tmp_path):
     with pytest.raises(HaseError, match="column 'e2e_median_ms'") as e:
         read_tables([a, b], threads=2)
     assert "machine_b" in str(e.value)
+
+
+CORPUS = REPO / "benchmark" / "results" / "cpu-amd-epyc" / "corpus"
+
+
+def test_node_trees_on_the_cpu_corpus_fit_save_and_predict_through_the_predictor(tmp_path):
+    """node_source trees: the node model learns the CPU node times of the committed corpus (less ORT's profiler cost
+    per node), is saved beside the timeline, and a Predictor given that timeline prices a held-out record with it;
+    without the profiler cost the fit is refused in one line (the per-node term would be negative)."""
+    from hase.api import Predictor
+    from hase.graph_model.dag_critical_path import records_in_file
+    from hase.inference.node_model import NodeModel
+    dirs = f"[{CORPUS / 'v3' / 'exam' / 'machine_a'}]"
+    recs = records_in_file(CORPUS / "records.json.xz", "cpu")
+    exam3 = sorted(m for m in recs if "-s9400_" in m or "-s9401_" in m)
+    held = [m for m in exam3 if m.startswith(("vit-", "rnn-", "unet-"))]
+    train = sorted({m.split("_bs")[0] for m in exam3 if m not in held})
+    common = [f"timeline_dirs={dirs}", "threads=2", f"records={CORPUS / 'records.json.xz'}", "max_unmatched_share=0.1",
+              f"train_archs=[{', '.join(train)}]"]
+    r = fit(tmp_path / "no_delta", *common, "node_source=trees")
+    assert r.returncode != 0 and "profiler_node_us" in r.stderr
+    out = tmp_path / "trees"
+    r = fit(out, *common, "node_source=trees", "profiler_node_us=auto")
+    assert r.returncode == 0, r.stderr[-2000:]
+    model = tm.load(out / "timeline_model.json")
+    assert model["node_source"] == "trees" and "gpu_table" not in model and model["measured"]["per_node_us"] >= 0
+    assert 3.0 <= model["measured"]["profiler_node_us"] <= 6.0   # a node that does nothing: 3-4 us on this VM
+    cases = pd.read_csv(out / "cases.csv")
+    assert set(cases.loc[cases["split"] == "held-out arch", "model"]) == set(held)
+    p = Predictor("cpu", timeline_model=out / "timeline_model.json")
+    assert isinstance(p.predictor, NodeModel) and p.predictor.device == "cpu"
+    rec = dict(recs[held[0]], device="cpu")
+    pred = p.predict(rec)
+    row = cases.set_index("model").loc[held[0]]
+    assert pred.total_ms == pytest.approx(row["pred_e2e_ms"], rel=1e-3)   # the fit's judgement is the product's
+    # a calibration of another CPU: node trees are not scaled by it yet, and the prediction says so
+    cal = {"device": "cpu", "threads": 2, "host_index_us": 1.0, "compute": {"conv_gflops": 50.0, "matmul_gflops": 50.0,
+                                                                          "add_gbps": 10.0}}
+    slow = p.predict(rec, calibration=cal)
+    assert slow.total_ms == pytest.approx(pred.total_ms, rel=1e-6)
+    assert any("calibration not applied" in w and "node trees" in w for w in slow.warnings)

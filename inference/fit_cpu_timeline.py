@@ -175,6 +175,37 @@ def unmatched_share(records: dict, per_node: pd.DataFrame, where, log, max_share
     return out
 
 
+def node_medians(nodes: pd.DataFrame) -> pd.DataFrame:
+    """Per model and node: the median ORT-profiled time over sessions, as the compute (gpu_table reads gpu_us)."""
+    return nodes.groupby(["model", "node", "op"], as_index=False)["host_us"].median() \
+        .rename(columns={"host_us": "gpu_us"})
+
+
+def take_profiler_cost(per_node: pd.DataFrame, lab: pd.DataFrame, train: list, value, log) -> float:
+    """ORT's profiler cost per node (us; 'auto': the 5% quantile of the training models' node times, None or 0:
+    none) taken off every node time in place (floor 0.1 us), and each model's node sum in `lab` with it."""
+    if value == "auto":
+        value = float(per_node.loc[per_node["model"].isin(train), "gpu_us"].quantile(0.05))
+    delta = float(value or 0.0)
+    if delta > 0:
+        per_node["gpu_us"] = np.maximum(per_node["gpu_us"] - delta, 0.1)
+        lab["node_sum_us"] = per_node.groupby("model")["gpu_us"].sum().reindex(lab.index)
+        log.info("ORT's profiler cost per node taken off every node time: %.2f us", delta)
+    return delta
+
+
+def node_rows(records: dict, per_node: pd.DataFrame, models: list) -> tuple:
+    """(kernels, measured us) of every record kernel whose node ORT timed (names match)."""
+    ks, us = [], []
+    for m in models:
+        g = per_node[per_node["model"] == m].set_index("node")["gpu_us"]
+        for k in records[m]["kernels"]:
+            if k["node_name"] in g.index:
+                ks.append(k)
+                us.append(float(g[k["node_name"]]))
+    return ks, np.array(us, float)
+
+
 def node_compute_us(records: dict, source: str, table: dict, predictor) -> dict:
     """Predicted compute per kernel (us) of each model, in record order."""
     if source == "lines":
@@ -229,20 +260,12 @@ def main() -> int:
     train = [m for m in models if paths.model_arch(m) in set(cfg["train_archs"])]
     if not train:
         raise HaseError("no training architecture among the measured models", "train_archs")
-    per_node = nodes.groupby(["model", "node", "op"], as_index=False)["host_us"].median() \
-        .rename(columns={"host_us": "gpu_us"})   # the node's compute (us); gpu_table reads the gpu_us column
+    per_node = node_medians(nodes)
     unmatched = unmatched_share(records, per_node, Path(cfg["records"]), log, float(cfg["max_unmatched_share"]))
     lab = labels(sessions, q)
     lab["kernels"] = [len(records[m]["kernels"]) for m in lab.index]
-    delta = cfg["profiler_node_us"]
-    if delta == "auto":
-        delta = float(per_node.loc[per_node["model"].isin(train), "gpu_us"].quantile(0.05))
-    delta = float(delta or 0.0)
-    if delta > 0:
-        per_node["gpu_us"] = np.maximum(per_node["gpu_us"] - delta, 0.1)
-        lab["node_sum_us"] = per_node.groupby("model")["gpu_us"].sum().reindex(lab.index)
-        log.info("ORT's profiler cost per node taken off every node time: %.2f us", delta)
-    elif cfg["node_source"] == "trees":
+    delta = take_profiler_cost(per_node, lab, train, cfg["profiler_node_us"], log)
+    if delta <= 0 and cfg["node_source"] == "trees":
         raise HaseError("node_source trees needs profiler_node_us (auto or us): without it the per-node term is "
                         "negative and host trees cannot carry it", "profiler_node_us")
 
@@ -259,16 +282,9 @@ def main() -> int:
         if terms["per_node_us"] < 0:
             raise HaseError(f"per-node term {terms['per_node_us']:.2f} us < 0 after the profiler cost: node_source "
                             "trees cannot carry it (raise profiler_node_us)", "profiler_node_us")
-        g = per_node[per_node["model"].isin(train)]
-        ks, us = [], []
-        for m in train:
-            t = g[g["model"] == m].set_index("node")["gpu_us"]
-            for k in records[m]["kernels"]:
-                if k["node_name"] in t.index:
-                    ks.append(k)
-                    us.append(float(t[k["node_name"]]))
+        ks, us = node_rows(records, per_node, train)
         predictor = NodeModel(manifest={"format": "hase.node_model/1", "metadata": {"device": "cpu"}}).fit(
-            ks, np.array(us), np.full(len(us), terms["per_node_us"]), target="roofline_ratio")
+            ks, us, np.full(len(us), terms["per_node_us"]), target="roofline_ratio")
         predictor.manifest["host_per_node_us"] = terms["per_node_us"]   # not per recurrent step, not a tree
         pdir = Path(cfg["out"]) / "node_model"
         predictor.save(pdir)

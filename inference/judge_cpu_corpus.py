@@ -37,18 +37,6 @@ DEFAULTS = {"split": "benchmark/results/cpu-amd-epyc/corpus/split_v2.yaml", "tim
             "profiler_node_us": None, "line_loss": "relative"}
 
 
-def node_rows(records: dict, per_node: pd.DataFrame, models: list) -> tuple:
-    """(kernels, measured us) of every record kernel whose node ORT timed (names match)."""
-    ks, us = [], []
-    for m in models:
-        g = per_node[per_node["model"] == m].set_index("node")["gpu_us"]
-        for k in records[m]["kernels"]:
-            if k["node_name"] in g.index:
-                ks.append(k)
-                us.append(float(g[k["node_name"]]))
-    return ks, np.array(us, float)
-
-
 def main() -> int:
     p = base_parser("Phase 7, CPU EP: a frozen CPU exam judged once (lines and node trees)", "inference",
                     "cpu_corpus.yaml")
@@ -65,27 +53,19 @@ def main() -> int:
     sessions, nodes = F.drop_slow_state(sessions, nodes, float(cfg["probe_min_frac"]), log)
     models = sorted(sessions["model"].unique())
     records = F.read_records(cfg["records"], models)
-    per_node = nodes.groupby(["model", "node", "op"], as_index=False)["host_us"].median() \
-        .rename(columns={"host_us": "gpu_us"})
+    per_node = F.node_medians(nodes)
     F.unmatched_share(records, per_node, Path(cfg["records"]), log, float(cfg["max_unmatched_share"]))
     lab = F.labels(sessions, (0.1, 0.9))
     lab["kernels"] = [len(records[m]["kernels"]) for m in lab.index]
     train = [m for m in models if paths.model_arch(m) in train_archs]
-    delta = cfg["profiler_node_us"]
-    if delta == "auto":
-        delta = float(per_node.loc[per_node["model"].isin(train), "gpu_us"].quantile(0.05))
-    delta = float(delta or 0.0)
-    if delta > 0:
-        per_node["gpu_us"] = np.maximum(per_node["gpu_us"] - delta, 0.1)
-        lab["node_sum_us"] = per_node.groupby("model")["gpu_us"].sum().reindex(lab.index)
-        log.info("profiler cost per node taken off every node time: %.2f us", delta)
+    delta = F.take_profiler_cost(per_node, lab, train, cfg["profiler_node_us"], log)
     judged = [m for m in models if paths.model_arch(m) in exam | held]
     if not train or not judged:
         raise HaseError(f"{len(train)} training and {len(judged)} exam models measured", "timeline_dirs")
     terms = F.overhead_terms(lab.loc[train])
     table = gpu_table(per_node, {m: records[m] for m in train}, int(cfg["min_nodes"]), key="cpu",
                       loss=cfg["line_loss"])
-    ks, us = node_rows(records, per_node, train)
+    ks, us = F.node_rows(records, per_node, train)
     trees = NodeModel(manifest={"format": "hase.node_model/1", "metadata": {"device": "cpu"}}).fit(
         ks, us, np.ones(len(us)), target=cfg["gpu_target"])
     log.info("%d training models (%d nodes), %d exam models; c0 %.1f us, %.2f us per node", len(train), len(ks),

@@ -50,7 +50,8 @@ if [ "${SPLIT:-all}" != none ]; then  # none: only ANCHORS (e.g. re-tracing a li
     --set "workers=${WORKERS:-14}" 2>&1 | grep -E "failed|done|error"
 fi
 if [ -n "${ANCHORS:-}" ]; then
-  python3 model_zoo/build_corpus.py --set "archs=$ANCHORS" --set "workers=${WORKERS:-14}" 2>&1 | grep -E "failed|done|error"
+  python3 model_zoo/build_corpus.py --set "archs=$ANCHORS" --set "split_file=${SPLIT_FILE:-model_zoo/corpus_split.yaml}" \
+    --set "workers=${WORKERS:-14}" 2>&1 | grep -E "failed|done|error"
 fi
 if [ -n "${FP16_TWINS:-}" ]; then  # float16 twins (<arch>-fp16_...): measured beside their float32 models, in no split
   python3 model_zoo/build_corpus.py --set "archs=$FP16_TWINS" --set dtype=float16 --set "workers=${WORKERS:-14}" 2>&1 \

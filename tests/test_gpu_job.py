@@ -218,3 +218,14 @@ def test_a_corpus_job_without_the_cuda_ep_stops_before_the_export(tmp_path):
     assert (job / "DONE").exists() and (job / "machine.txt").exists()
     assert "error: the CUDA EP does not run here" in log and "stage export" not in log
     assert not (tmp_path / "home" / "model_zoo").exists() and not (job / "all_models.txt").exists()
+
+
+def test_the_machine_panel_is_exam_models_beside_training_anchors():
+    """Issue 23's machine panel scores machines on models no fit has seen: every panel architecture is in its exam
+    split and none in training; the anchors are training architectures (they read the machine's offset)."""
+    from hase.model_zoo.corpus import load_split
+    panel = yaml.safe_load((REPO / "model_zoo/machines_panel_v22.yaml").read_text())
+    split = load_split(REPO / panel["split_file"])
+    assert len(panel["archs"]) >= 20 and len(set(panel["archs"])) == len(panel["archs"])
+    assert all(split.split_of(a) == "exam" for a in panel["archs"])
+    assert all(split.split_of(a) == "train" for a in panel["anchors"])

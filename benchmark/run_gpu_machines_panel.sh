@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Declared in benchmark/gpu_jobs.yaml; run with `hase gpu-job machines_panel_v22`.
+# GPU job (issue 23): a frozen panel of exam architectures (PANEL, model_zoo/machines_panel_v22.yaml) and the training
+# anchors, CLEAN_SESSIONS fresh label sessions each on this machine (benchmark/clean_labels.py via run_gpu_corpus.sh
+# with SPLIT=none LABELS_ONLY=1), no records and no traces: what a machine adds is its own labels and its own
+# session-to-session noise. Poll: benchmark/gpu_corpus_wait.sh JOB 540 $OUT. Import: benchmark/import_corpus.py;
+# score per machine: inference/score_machines.py.
+set -uo pipefail
+JOB=${1:?job dir}
+PANEL=${PANEL:-model_zoo/machines_panel_v22.yaml}
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ARCHS=$(python3 -c "import sys, yaml; p = yaml.safe_load(open(sys.argv[1])); print('[' + ', '.join(p['archs'] + p['anchors']) + ']')" "$PANEL") \
+  || { echo "error: $PANEL: cannot read its archs and anchors"; exit 2; }
+SPLIT_FILE=$(python3 -c "import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))['split_file'])" "$PANEL")
+export SPLIT_FILE SPLIT=none LABELS_ONLY=1 RECORDS=0 TRACE_AFTER=0 ANCHORS="$ARCHS"
+export CLEAN_SESSIONS=${CLEAN_SESSIONS:-3}
+bash benchmark/run_gpu_corpus.sh "$JOB"
+touch "$JOB/DONE"

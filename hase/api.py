@@ -179,15 +179,16 @@ class Predictor:
         self._records = {}   # analysis cache: (path, size, mtime) -> record
         self._preps = {}     # record key -> prepared timeline input (read-only)
         self._ids = {}       # id(record) -> (record, record key)
-        self._local_cal = None   # (time, profile or None, note): calibration="local", reused LOCAL_REUSE_S
+        self._local_cal = None   # (time, profile or None, note): calibration="local", reused LOCAL_REUSE_S[device]
         self.fields = self._fields()
 
     def local_calibration(self) -> tuple:
         """(profile or None, note): this machine's calibration for this target, read now or within the last
-        LOCAL_REUSE_S (inference/machine_calibration.local_calibration). None when this machine is not the target."""
+        LOCAL_REUSE_S[device] seconds (inference/machine_calibration.local_calibration: a host reading is true for
+        seconds, calibration_age/). None when this machine is not the target."""
         from hase.inference import machine_calibration as mc
         with self._lock:
-            if self._local_cal and time.time() - self._local_cal[0] < mc.LOCAL_REUSE_S:
+            if self._local_cal and time.time() - self._local_cal[0] < mc.LOCAL_REUSE_S.get(self.device, 3.0):
                 return self._local_cal[1:]
         if self.device == "cuda":
             from hase.utils.ort_session import device_slug, resolve_device

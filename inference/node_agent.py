@@ -35,7 +35,11 @@ Host calibration (issue 23; benchmark/host_calibration.py): at start, and again 
 metrics window is idle, the agent measures this node's host dispatch per node (five 16-node chains,
 calib_budget_ms each) and exports it, with the machine profile JSON at calib_profile when set:
 
-  hase_calib_host_index_us            the host speed predictions scale host dispatch by (inference/machine_calibration.py)
+  hase_calib_host_index_us            the host speed predictions scale host dispatch by (inference/machine_calibration.py):
+                                      the median of the last calib_window readings, calib_period_s apart (the host
+                                      runs in episodes of seconds; one reading older than ~5 s predicts worse than
+                                      none: inference/results/nvidia-h200/calibration_age/)
+  hase_calib_host_index_last_us       the last reading alone; hase_calib_host_readings: how many the median holds
   hase_calib_<chain>_us               per-node host time of each chain (relu, add, matmul, conv, reshape)
   hase_calib_<copy|compute>           at start: pageable copy GB/s (CUDA), conv/matmul GFLOP/s and add GB/s (CPU EP)
   hase_calib_run_fixed_us             at start: session.run of a one-node model, numpy in and out (the fixed cost)
@@ -60,6 +64,7 @@ from hase.benchmark.host_calibration import Calibrator, host_index  # noqa: E402
 from hase.benchmark.launch_probe import N_LAUNCHES, make_probe, probe, wait_per_launch_us  # noqa: E402
 from hase.benchmark.stressor import LoadProcess, guard_child, signal_ready  # noqa: E402
 from hase.inference.dcgm_exporter import LABELS, gpu_labels, make_gauges, read_fixed  # noqa: E402
+from hase.inference.machine_calibration import HostReadings  # noqa: E402
 from hase.utils import paths  # noqa: E402
 from hase.utils.config import base_parser, from_args  # noqa: E402
 from hase.utils.errors import HaseError, run_main  # noqa: E402
@@ -71,9 +76,9 @@ MAX_DUTY = 0.001  # probe busy time / elapsed time: at most 0.1% of the GPU
 DEFAULTS = {"device": "auto", "device_id": 0, "interval_s": 1.0, "period_s": 5.0, "probe_budget_ms": 4.0,
             "probe_max_runs": 200, "warmup": 50, "idle_probe_us": 0.0, "idle_budget_ms": 200.0,
             "idle_check_s": 1.0, "idle_busy_max": 0.05, "idle_wait_s": 30.0, "idle_window": 12,
-            "calibrate": True, "calib_budget_ms": 20.0, "calib_period_s": 600.0, "calib_profile": ""}
+            "calibrate": True, "calib_budget_ms": 20.0, "calib_period_s": 120.0, "calib_window": 8, "calib_profile": ""}
 POSITIVE = ("interval_s", "period_s", "probe_budget_ms", "probe_max_runs", "idle_budget_ms", "idle_window",
-            "calib_budget_ms", "calib_period_s")
+            "calib_budget_ms", "calib_period_s", "calib_window")
 NON_NEGATIVE = ("idle_probe_us", "idle_check_s", "idle_busy_max", "idle_wait_s", "warmup")
 PROBE_GAUGES = {
     "hase_launch_wait_us": "wait per launch onto an idle stream behind the neighbours (us)",
@@ -226,9 +231,12 @@ def main() -> int:
             source.stop()
 
 
-def calibration_gauges(cal, registry, labels, gauges: dict) -> None:
-    """Set (creating on first use) the hase_calib_* gauges from a Calibration."""
+def calibration_gauges(cal, registry, labels, gauges: dict, readings=None) -> None:
+    """Set (creating on first use) the hase_calib_* gauges from a Calibration (its host_index_us: the rolling median
+    of `readings`, a machine_calibration.HostReadings, beside the last reading and their count)."""
     vals = {**cal.columns("hase_calib_"), "hase_calib_timestamp_seconds": cal.time_unix}
+    if readings is not None:
+        vals.update(hase_calib_host_index_last_us=readings.last, hase_calib_host_readings=len(readings.values))
     for name, v in vals.items():
         if name not in gauges:
             gauges[name] = Gauge(name, "host calibration of this node (benchmark/host_calibration.py)", LABELS,
@@ -264,7 +272,9 @@ def serve(cfg, args, device, registry, labels, fields, source, fixed, duty, log)
         calibrator = Calibrator(device, cfg["device_id"], 1 if device == "cpu" else 0, int(cfg["warmup"]))
         # at start only, session.run's own copy rate (predictions scale their copies by it: machine_calibration)
         cal = calibrator.calibrate(float(cfg["calib_budget_ms"]), run_copy_budget_ms=10.0 if device == "cuda" else 0.0)
-        calibration_gauges(cal, registry, labels, calib_gauges)
+        readings = HostReadings(int(cfg["calib_window"]))
+        readings.add(cal.host_index_us)
+        calibration_gauges(cal, registry, labels, calib_gauges, readings)
         if cfg["calib_profile"]:
             paths.atomic_write_text(Path(cfg["calib_profile"]), json.dumps(cal.to_dict(), indent=1))
         log.info("host calibration: %.2f us per node (%s)", cal.host_index_us,
@@ -295,9 +305,11 @@ def serve(cfg, args, device, registry, labels, fields, source, fixed, duty, log)
             idle_ticks.append(float(np.mean(runs_us)))
             if calibrator is not None and time.monotonic() >= t_calib:   # only on an idle device: no neighbour slowed
                 host = calibrator.host(float(cfg["calib_budget_ms"]))
-                cal = dataclasses.replace(cal, host_us_per_node=host, host_index_us=host_index(host),
+                # exported: the median of the last calib_window readings, minutes apart (one reading is true for
+                # seconds: inference/results/nvidia-h200/calibration_age/)
+                cal = dataclasses.replace(cal, host_us_per_node=host, host_index_us=readings.add(host_index(host)),
                                           time_unix=time.time())
-                calibration_gauges(cal, registry, labels, calib_gauges)
+                calibration_gauges(cal, registry, labels, calib_gauges, readings)
                 t_calib = time.monotonic() + float(cfg["calib_period_s"])
             new_ref = idle_reference(float(cfg["idle_probe_us"]), start_us, start_idle, idle_ticks)
             if new_ref[1] != ref_src:

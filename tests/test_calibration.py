@@ -739,3 +739,44 @@ def test_cpu_corpus_judge_refuses_exam_archs_in_training_and_drops_slow_state_se
     r = run_script([REPO / "inference/judge_cpu_corpus.py", "--set", "train_archs=[aft-s9300]",
                     "--set", f"out={tmp_path / 'j'}"], tmp_path, check=False, cwd=REPO)
     assert r.returncode != 0 and "train_archs holds exam architectures" in r.stderr
+
+
+def test_the_host_level_is_a_rolling_median_that_one_episode_does_not_move():
+    """The node agent exports the median of its last calib_window host readings (minutes apart): one reading taken in
+    a slow host episode (2x) barely moves it, the window forgets old readings, and a broken reading is refused."""
+    r = mc.HostReadings(5)
+    for v in (7.0, 7.2, 7.1, 7.3):
+        r.add(v)
+    assert r.add(15.0) == pytest.approx(7.2) and r.last == 15.0          # the episode reading: the level holds
+    for v in (10.0, 10.2, 10.1, 10.3):                                    # the machine really slowed: it follows
+        r.add(v)
+    assert len(r.values) == 5 and r.median() == pytest.approx(10.2)
+    with pytest.raises(HaseError, match="host_index_us"):
+        r.add(float("nan"))
+    with pytest.raises(HaseError, match="calib_window"):
+        mc.HostReadings(0)
+
+
+def test_agent_exports_the_rolling_host_level_and_its_last_reading(tmp_path):
+    """With calib_period_s short, the agent recalibrates while idle; its /metrics (real HTTP) shows how many readings
+    the exported level holds (at most calib_window) and the last one alone."""
+    import urllib.request
+    from hase.inference import node_agent as na
+    from hase.utils.local_prometheus import free_port
+    port = free_port()
+    sets = ["period_s=0.5", "probe_budget_ms=0.5", "interval_s=0.2", "idle_check_s=0.2", "idle_budget_ms=50",
+            "warmup=5", "idle_busy_max=1", "calib_budget_ms=3", "calib_period_s=0.3", "calib_window=3"]
+
+    def scrape() -> dict:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        return {ln.split("{")[0]: float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines()
+                if ln.startswith("hase_calib_host_")}
+    with na.NodeAgent("cpu", port, sets):
+        deadline, got = time.time() + 90, {}
+        while time.time() < deadline:
+            got = scrape()
+            if got.get("hase_calib_host_readings", 0) >= 3:
+                break
+            time.sleep(0.3)
+    assert got.get("hase_calib_host_readings") == 3, got      # the window is full and stays at 3
+    assert got["hase_calib_host_index_last_us"] > 0 and got["hase_calib_host_index_us"] > 0

@@ -287,7 +287,13 @@ def test_local_calibration_reads_this_machine_only_where_it_is_the_target(record
     src = res.details["calibration_source"]
     assert "median of 5 readings" in src and "cpu_scales" in res.details, res.details
     assert res.details["cpu_scales"]["host"] > 0 and res.total_ms > 0
+    monkeypatch.setattr(mc, "LOCAL_REUSE_S", {"cuda": 3.0, "cpu": 600.0})   # a loaded CI machine: stay in the window
+    t_read = cpu._local_cal[0]
     assert cpu.predict(tmp_path / "m.onnx", calibration="local").details["calibration_source"] == src  # reused
+    assert cpu._local_cal[0] == t_read
+    monkeypatch.setattr(mc, "LOCAL_REUSE_S", {"cuda": 3.0, "cpu": 0.0})     # expired: read again (a reading is true
+    cpu.predict(tmp_path / "m.onnx", calibration="local")                    # for seconds, calibration_age/)
+    assert cpu._local_cal[0] > t_read
     monkeypatch.setattr(mc, "LOCAL_BUSY_MAX_PCT", 50.0)
     monkeypatch.setattr(mc, "host_busy_pct", lambda window_s=0.5: 97.0)
     cpu._local_cal = None

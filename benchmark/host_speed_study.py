@@ -17,6 +17,10 @@ the load on the host.
   busy_sibling  one CPU, a busy loop on its SMT sibling (skipped without SMT)
   cpu<N>        pinned to CPU N (is one CPU slower than another?)
   host_load     no binding, a busy loop on every CPU
+  awake         no binding, a busy loop on one other CPU (exam v22, machine ah: the host ran slow where the VM's
+                load average was lowest; H100 machine o's batch-1 models ran 0.76-0.90x with one core spinning:
+                do idle vCPUs wake the dispatch path late?)
+  one_core_awake  one_core, and a busy loop on one other CPU (not its sibling)
 Writes DIR/rows.csv (one row per worker x model), DIR/machine.json. `analyse` reads them and writes
 summary.json (per condition: host index, spread between processes, latency against default) and a plot.
 """
@@ -163,6 +167,12 @@ def plan(lay: dict, conditions: list) -> dict:
             c.update(cpus=[one], load=other_sib)
         elif name == "host_load":
             c.update(load=list(allowed))
+        elif name in ("awake", "one_core_awake"):   # one other CPU kept busy: the host's CPUs never all idle
+            spare = [x for x in reversed(allowed) if x != one and x not in sib.get(one, [])]
+            if not spare:
+                skipped[name] = "no CPU besides the worker's"
+                continue
+            c.update(load=spare[:1], cpus=[one] if name == "one_core_awake" else None)
         elif name.startswith("cpu") and name[3:].isdigit():  # one named CPU: is one CPU slower than another?
             if int(name[3:]) not in allowed:
                 skipped[name] = "not an allowed CPU"
@@ -243,6 +253,8 @@ def pair_spread_pct(values) -> float:
 
 def group_of(condition: str) -> str:
     """Conditions that bind the process to one CPU are one setting (which CPU did not matter)."""
+    if condition.endswith("_awake"):   # pinned, but with another CPU busy: its own setting
+        return condition
     return "one_cpu" if condition.startswith("cpu") or condition.startswith("one_core") else condition
 
 

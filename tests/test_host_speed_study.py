@@ -31,6 +31,11 @@ def test_plan_skips_what_the_machine_cannot_express():
     assert c["one_core"]["cpus"] == [2] and c["busy_sibling"]["load"] == [3]   # a CPU with a sibling, loaded
     assert c["host_load"]["load"] == [0, 1, 2, 3] and c["cpu1"]["cpus"] == [1]
     assert p["skipped"] == {"cpu9": "not an allowed CPU"}
+    a = hs.plan(lay, ["awake", "one_core_awake"])["conditions"]   # one other CPU busy, never the worker's or its sibling
+    assert a["awake"]["cpus"] is None and a["awake"]["load"] == [1]
+    assert a["one_core_awake"]["cpus"] == [2] and a["one_core_awake"]["load"] == [1]
+    lone = {"allowed_cpus": [0], "numa_nodes": {"0": [0]}, "gpu_numa_node": 0, "gpu_local_cpus": [0], "siblings": {"0": [0]}}
+    assert hs.plan(lone, ["awake"])["skipped"] == {"awake": "no CPU besides the worker's"}
     one = dict(lay, numa_nodes={"0": [0, 1, 2, 3]}, siblings={str(i): [i] for i in range(4)})
     assert set(hs.plan(one, ["other_node", "busy_sibling"])["skipped"]) == {"other_node", "busy_sibling"}
     with pytest.raises(HaseError, match="conditions"):
@@ -40,6 +45,7 @@ def test_plan_skips_what_the_machine_cannot_express():
 def test_group_pools_one_cpu_settings():
     assert {hs.group_of(c) for c in ("cpu3", "one_core", "one_core_t1")} == {"one_cpu"}
     assert hs.group_of("default") == "default"
+    assert hs.group_of("one_core_awake") == "one_core_awake" and hs.group_of("awake") == "awake"
 
 
 def test_study_runs_fresh_workers_on_cpu_ep(tmp_path):

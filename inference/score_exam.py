@@ -153,6 +153,20 @@ def by_machine(sessions: pd.DataFrame, d: pd.DataFrame, preds: dict, cfg: dict, 
     return out
 
 
+def merge_machines(old, new: dict, exam: str, report: str) -> dict:
+    """Issue 23's machine table across exams: this exam's machines (each tagged with the exam and the fit that scored
+    it), and every machine an earlier exam scored that this one did not, kept as it was scored then (its own fit
+    and exam). One machine is one row: a machine scored again takes the newer exam's row."""
+    out = dict(new, exam=exam, report=report)
+    rows = {m: dict(r, exam=exam, timeline_model=new.get("timeline_model")) for m, r in new["by_machine"].items()}
+    for m, r in ((old or {}).get("by_machine") or {}).items():
+        if m not in rows:
+            rows[m] = dict(r, exam=r.get("exam", old.get("exam")), timeline_model=r.get("timeline_model",
+                                                                                          old.get("timeline_model")))
+    out["by_machine"] = dict(sorted(rows.items()))
+    return out
+
+
 SLOW_EVENTS = ("sw_power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
 
 
@@ -335,9 +349,11 @@ def main() -> int:
         paths.atomic_write_text(latest / "summary.json", json.dumps(dict(summary, exam=out.name, report=str(out)),
                                                                     indent=1, default=float) + "\n")
         if machines:   # issue 23's fixed path: <gpu>/machines/summary.json, the latest exam's machines
-            (out.parent / "machines").mkdir(parents=True, exist_ok=True)
-            paths.atomic_write_text(out.parent / "machines" / "summary.json", json.dumps(
-                dict(machines, exam=out.name, report=str(out / "machines")), indent=1, default=float) + "\n")
+            fixed = out.parent / "machines" / "summary.json"
+            fixed.parent.mkdir(parents=True, exist_ok=True)
+            old = json.loads(fixed.read_text()) if fixed.exists() else None
+            paths.atomic_write_text(fixed, json.dumps(merge_machines(old, machines, out.name, str(out / "machines")),
+                                                      indent=1, default=float) + "\n")
     o = summary["overall"]
     log.info("exam: %d models, MAPE %.1f%% (±10%%: %.0f%%, median signed %+.1f%%, in band %.0f%%)", o["n"],
              o["mape_pct"], o["within_10pct"], o["median_signed_pct"], o["in_band_pct"])

@@ -780,3 +780,17 @@ def test_agent_exports_the_rolling_host_level_and_its_last_reading(tmp_path):
             time.sleep(0.3)
     assert got.get("hase_calib_host_readings") == 3, got      # the window is full and stays at 3
     assert got["hase_calib_host_index_last_us"] > 0 and got["hase_calib_host_index_us"] > 0
+
+
+def test_the_machine_table_keeps_every_exam_machine_with_the_fit_that_scored_it():
+    """issue 23's <gpu>/machines/summary.json holds one row per machine across exams: the new exam's machines, tagged
+    with it and its fit; an earlier exam's machine kept as scored then; a machine scored again takes the new row."""
+    from hase.inference.score_exam import merge_machines
+    old = {"exam": "exam_v21", "timeline_model": "A", "by_machine": {"machine_ag": {"mape_pct": 13.1},
+                                                                     "machine_x": {"mape_pct": 20.0}}}
+    new = {"timeline_model": "B", "by_machine": {"machine_ah": {"mape_pct": 10.4}, "machine_x": {"mape_pct": 9.0}}}
+    m = merge_machines(old, new, "exam_v22", "r")
+    assert list(m["by_machine"]) == ["machine_ag", "machine_ah", "machine_x"] and m["exam"] == "exam_v22"
+    assert m["by_machine"]["machine_ag"] == {"mape_pct": 13.1, "exam": "exam_v21", "timeline_model": "A"}
+    assert m["by_machine"]["machine_x"] == {"mape_pct": 9.0, "exam": "exam_v22", "timeline_model": "B"}
+    assert merge_machines(None, new, "exam_v22", "r")["by_machine"].keys() == {"machine_ah", "machine_x"}

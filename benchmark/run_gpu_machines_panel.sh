@@ -4,7 +4,7 @@
 # anchors, CLEAN_SESSIONS fresh label sessions each on this machine (benchmark/clean_labels.py via run_gpu_corpus.sh
 # with SPLIT=none LABELS_ONLY=1), no records and no traces: what a machine adds is its own labels and its own
 # session-to-session noise. Poll: benchmark/gpu_corpus_wait.sh JOB 540 $OUT. Import: benchmark/import_corpus.py;
-# score per machine: inference/score_machines.py.
+# score per machine: inference/score_exam.py --config inference/machines_v22.yaml --set "timeline_dirs=[...]".
 set -uo pipefail
 JOB=${1:?job dir}
 PANEL=${PANEL:-model_zoo/machines_panel_v22.yaml}

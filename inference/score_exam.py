@@ -39,7 +39,8 @@ DEFAULTS = {"timeline_model": "inference/results/nvidia-h200/corpus/timeline_mod
             "records": "ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz",
             "split_file": "model_zoo/corpus_split.yaml",   # which frozen exam (corpus_split_v12.yaml: v12)
             "frozen_commit": "f63163b", "gpu_minutes": 0.0, "algo": "EXHAUSTIVE", "spread_quantiles": [0.1, 0.9],
-            "out": "inference/results/nvidia-h200/exam"}
+            "out": "inference/results/nvidia-h200/exam",
+            "panel": ""}   # a machine panel (model_zoo/machines_panel_v*.yaml): only its architectures; issue 23's table
 
 
 def score(d: pd.DataFrame, pred: str) -> dict:
@@ -151,6 +152,24 @@ def by_machine(sessions: pd.DataFrame, d: pd.DataFrame, preds: dict, cfg: dict, 
         log.info("label noise: machines' medians against each other %.1f%% MAPE (the predictor against one machine "
                  "is read beside it)", out["between_machines"]["mape_pct"])
     return out
+
+
+def read_panel(cfg: dict):
+    """The architectures of cfg's machine panel (a set), None without one; one line naming the file and field when
+    it is not a panel of this exam."""
+    if not cfg["panel"]:
+        return None
+    import yaml
+    pfile = paths.REPO / cfg["panel"]
+    if not pfile.is_file():
+        raise HaseError("no such machine panel file", cfg["panel"])
+    pan = yaml.safe_load(pfile.read_text())
+    if not isinstance(pan, dict) or not isinstance(pan.get("archs"), list):
+        raise HaseError("a machine panel needs a list 'archs'", cfg["panel"])
+    if pan.get("split_file") != cfg["split_file"]:
+        raise HaseError(f"field 'split_file' is {pan.get('split_file')!r}, not this exam's {cfg['split_file']!r}",
+                        cfg["panel"])
+    return set(pan["archs"])
 
 
 def merge_machines(old, new: dict, exam: str, report: str) -> dict:
@@ -270,6 +289,7 @@ def main() -> int:
     one_gpu(cfg)
     split = load_split(paths.REPO / cfg["split_file"])
     q = tuple(float(x) for x in cfg["spread_quantiles"])
+    panel_archs = read_panel(cfg)
     sessions, _, exam, _, clean = split_sessions(cfg["timeline_dirs"], cfg["algo"], split.exam)
     split.refuse_trained(exam)
     if cfg["label"] not in ("clean", "trace"):
@@ -280,6 +300,10 @@ def main() -> int:
         # by_machine reads one table of sessions: the clean ones, in its column names
         sessions = clean.rename(columns={"e2e_clean_median_ms": "e2e_median_ms",
                                          "clean_calib_host_index_us": "calib_host_index_us"})
+    if panel_archs is not None:   # issue 23: the panel's architectures only, the same on every machine that ran it
+        exam = [m for m in exam if paths.model_arch(m) in panel_archs]
+        sessions = sessions[sessions["model"].isin(exam)]
+        clean = clean[clean["model"].isin(exam)] if clean is not None else clean
     if not exam:
         raise HaseError("no exam model among the measured ones", "timeline_dirs")
     records, unpredicted = available_records(cfg["records"], exam)
@@ -343,11 +367,12 @@ def main() -> int:
     paths.atomic_write_text(out / "cases.csv", d.to_csv(index=False, float_format="%.5g"))
     paths.atomic_write_text(out / "summary.json", json.dumps(summary, indent=1, default=float) + "\n")
     save_resolved(cfg, out)
-    if out.name.startswith("exam_v"):  # issue 22's fixed path: <gpu>/exam/summary.json is the latest scored exam
+    if out.name.startswith("exam_v") and not cfg["panel"]:  # issue 22's fixed path: the latest scored exam
         latest = out.parent / "exam"
         latest.mkdir(parents=True, exist_ok=True)
         paths.atomic_write_text(latest / "summary.json", json.dumps(dict(summary, exam=out.name, report=str(out)),
                                                                     indent=1, default=float) + "\n")
+    if out.name.startswith("exam_v") or cfg["panel"]:
         if machines:   # issue 23's fixed path: <gpu>/machines/summary.json, the latest exam's machines
             fixed = out.parent / "machines" / "summary.json"
             fixed.parent.mkdir(parents=True, exist_ok=True)

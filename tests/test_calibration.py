@@ -3,6 +3,7 @@ trace_run records it per session, and the predictor scales only the host side by
 import io
 import json
 import math
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -794,3 +795,30 @@ def test_the_machine_table_keeps_every_exam_machine_with_the_fit_that_scored_it(
     assert m["by_machine"]["machine_ag"] == {"mape_pct": 13.1, "exam": "exam_v21", "timeline_model": "A"}
     assert m["by_machine"]["machine_x"] == {"mape_pct": 9.0, "exam": "exam_v22", "timeline_model": "B"}
     assert merge_machines(None, new, "exam_v22", "r")["by_machine"].keys() == {"machine_ah", "machine_x"}
+
+
+def test_a_machine_panel_scores_only_its_architectures_and_joins_the_machine_table(tmp_path):
+    """score_exam with a panel (issue 23): only the panel's architectures are scored, the exam's fixed path is left
+    alone, the machines land in <gpu>/machines/summary.json; a panel drawn from another exam is one line naming the
+    field."""
+    import yaml
+    from helpers import run_script
+    REPO = Path(__file__).resolve().parent.parent
+    panel = tmp_path / "panel.yaml"
+    archs = ["cnn_plain-s12000", "vit-s12000", "mixer-s12001"]
+    panel.write_text(yaml.safe_dump({"split_file": "model_zoo/corpus_split_v12.yaml", "archs": archs}))
+    out = tmp_path / "nvidia-h100" / "machines_v12"
+    args = [REPO / "inference/score_exam.py", "--config", REPO / "inference/exam_v12.yaml", "--log-level", "WARNING",
+            "--set", "timeline_model=inference/results/nvidia-h100/corpus/timeline_model.json",
+            "--set", "timeline_dirs=[benchmark/results/nvidia-h100/corpus/machine_*]", "--set", f"out={out}",
+            "--set", f"panel={panel}"]
+    run_script(args, tmp_path, cwd=REPO)
+    cases = pd.read_csv(out / "cases.csv")
+    assert set(cases["arch"]) <= set(archs) and len(cases) >= 3
+    assert not (tmp_path / "nvidia-h100" / "exam").exists()
+    mach = json.loads((tmp_path / "nvidia-h100" / "machines" / "summary.json").read_text())
+    assert mach["exam"] == "machines_v12" and all(v["models"] <= len(cases) for v in mach["by_machine"].values())
+    panel.write_text(yaml.safe_dump({"split_file": "model_zoo/corpus_split_v13.yaml", "archs": archs}))
+    r = subprocess.run([sys.executable, *map(str, args)], cwd=REPO, capture_output=True, text=True,
+                       env=__import__("hase.utils.paths", fromlist=["x"]).child_env())
+    assert r.returncode != 0 and "split_file" in r.stderr and len(r.stderr.strip().splitlines()) == 1

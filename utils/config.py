@@ -32,7 +32,7 @@ def base_parser(description: str, phase_dir: str, config_name: str = "config.yam
 
 
 # mappings whose keys are data, not settings: a new value replaces them whole
-FREE_MAPS = {"queries", "pin_dims", "gpus"}
+FREE_MAPS = {"queries", "pin_dims", "gpus", "machines"}   # machines: calibration_age.py, folder -> its exam
 
 
 def _expected(default) -> str:

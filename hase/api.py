@@ -188,7 +188,7 @@ class Predictor:
         seconds, calibration_age/). None when this machine is not the target."""
         from hase.inference import machine_calibration as mc
         with self._lock:
-            if self._local_cal and time.time() - self._local_cal[0] < mc.LOCAL_REUSE_S.get(self.device, 3.0):
+            if self._local_cal and time.time() - self._local_cal[0] < mc.LOCAL_REUSE_S[self.device]:
                 return self._local_cal[1:]
         if self.device == "cuda":
             from hase.utils.ort_session import device_slug, resolve_device

@@ -46,13 +46,12 @@ DEFAULTS = {
 }
 
 
-def seconds_per_session(machine_dir: Path) -> float:
-    """The label stage's seconds over its sessions (log.txt's 'stage trace' and the next stage's start)."""
+def seconds_per_session(machine_dir: Path, sessions: int) -> float:
+    """The label stage's seconds over its `sessions` (log.txt's 'stage trace' and the next stage's start)."""
     log = (machine_dir / "log.txt").read_text()
     st = {m.group(1): int(m.group(2)) for m in re.finditer(r"^stage (.+?) (\d+)$", log, re.M)}
     start, end = st.get("trace"), st.get("trace after the labels")
-    n = len(pd.read_csv(machine_dir / "clean_sessions.csv.xz"))
-    return float(end - start) / n if start is not None and end is not None and n else float("nan")
+    return float(end - start) / sessions if start is not None and end is not None and sessions else float("nan")
 
 
 def at_commit(spec: str, tmp: Path) -> tuple:
@@ -76,21 +75,20 @@ def at_commit(spec: str, tmp: Path) -> tuple:
 
 
 def one_machine(mdir: Path, spec: dict, cfg: dict, log, tmp: Path) -> tuple:
-    s = pd.read_csv(mdir / "clean_sessions.csv.xz")
-    if s["clean_pid"].nunique() != 1:
-        raise HaseError(f"{mdir}: {s['clean_pid'].nunique()} label processes; the lag is read within one process")
-    split = load_split(paths.REPO / spec["split_file"])
-    s = s[s["model"].map(paths.model_arch).isin(set(split.exam))].reset_index(drop=True)  # exam models only
-    records, missing = available_records(cfg["records"], sorted(set(s["model"])))
-    s = s[~s["model"].isin(missing)].reset_index(drop=True)
-    # row order is measurement order; keep every row (lags count sessions, exam or anchor) before filtering
+    # row order is measurement order: lags count every session of the process (exam or anchor)
     full = pd.read_csv(mdir / "clean_sessions.csv.xz")
+    if full["clean_pid"].nunique() != 1:
+        raise HaseError(f"{mdir}: {full['clean_pid'].nunique()} label processes; the lag is read within one process")
     probe = full["clean_calib_host_index_us"].to_numpy(float)
-    pos = {(m, int(k)): i for i, (m, k) in enumerate(zip(full["model"], full["session"]))}
+    split = load_split(paths.REPO / spec["split_file"])
+    s = full[full["model"].map(paths.model_arch).isin(set(split.exam))]   # exam models only
+    records, missing = available_records(cfg["records"], sorted(set(s["model"])))
+    s = s[~s["model"].isin(missing)]
+    idx = s.index.to_numpy()   # each exam session's row in the whole process
+    s = s.reset_index(drop=True)
     tl, pdir = at_commit(spec["timeline_model"], tmp)
     model = tm.load(Path(tl))
     preds = predictions(tl, pdir, records, sorted(set(s["model"])), split)
-    idx = np.array([pos[(m, int(k))] for m, k in zip(s["model"], s["session"])])
     e2e = s["e2e_clean_median_ms"].to_numpy(float)
     batch = np.array([int(m.split("_bs")[1].split("_")[0]) for m in s["model"]])
     cache = {}
@@ -101,7 +99,7 @@ def one_machine(mdir: Path, spec: dict, cfg: dict, log, tmp: Path) -> tuple:
             cache[key] = rescaled(preds[m][-1], model, float(u))
         return cache[key]
     rows = []
-    sps = seconds_per_session(mdir)
+    sps = seconds_per_session(mdir, len(full))
 
     def add(name, lag, p, ok):
         for tag, sel in (("all", ok), ("batch 1", ok & (batch == 1)), ("batch > 1", ok & (batch > 1))):
@@ -111,9 +109,11 @@ def one_machine(mdir: Path, spec: dict, cfg: dict, log, tmp: Path) -> tuple:
                          "mape_pct": a["mape_pct"], "within_10pct": a["within_10pct"],
                          "median_signed_pct": float(np.median((p[sel] / e2e[sel] - 1) * 100))})
     ok_all = np.ones(len(s), bool)
-    add("none", None, np.array([preds[m][0] for m in s["model"]]), ok_all)
     med = float(np.nanmedian(probe))
-    add("machine median", None, np.array([pred_at(m, med) for m in s["model"]]), ok_all)
+    p_none = np.array([preds[m][0] for m in s["model"]])
+    p_med = np.array([pred_at(m, med) for m in s["model"]])
+    add("none", None, p_none, ok_all)
+    add("machine median", None, p_med, ok_all)
     wins = [int(w) for w in cfg["windows"]]
     first = max(cfg["lags"]) + max(wins) - 1   # the same sessions at every lag and window: a full window at the largest
     okl = idx >= first
@@ -124,8 +124,8 @@ def one_machine(mdir: Path, spec: dict, cfg: dict, log, tmp: Path) -> tuple:
             p = np.array([pred_at(m, v) if np.isfinite(v) else np.nan for m, v in zip(s["model"], u)])
             add("one reading" if w == 1 else f"median of {w}", int(k), p, okl & np.isfinite(p))
     # the same sessions as the lagged rows, for the two references
-    add("none (lagged sessions)", None, np.array([preds[m][0] for m in s["model"]]), okl)
-    add("machine median (lagged sessions)", None, np.array([pred_at(m, med) for m in s["model"]]), okl)
+    add("none (lagged sessions)", None, p_none, okl)
+    add("machine median (lagged sessions)", None, p_med, okl)
     x = probe[np.isfinite(probe)]
     acf = {int(k): float(np.corrcoef(x[:-k], x[k:])[0, 1]) for k in cfg["lags"] if 0 < k < len(x) - 2}
     info = {"sessions": int(len(s)), "seconds_per_session": sps, "probe_median_us": med,

@@ -32,6 +32,7 @@ time is not scaled. A missing or stale calibration, or a model without a referen
 prediction and a warning naming the field. The measured effect, per machine, is in
 inference/results/<gpu>/exam_v3/machines/ (inference/score_exam.py's by-machine section).
 """
+import collections
 import math
 import time
 
@@ -460,7 +461,6 @@ class HostReadings:
     device minutes apart (calib_period_s), so no single episode of the host (seconds, calibration_age/) sets it."""
 
     def __init__(self, window: int):
-        import collections
         if int(window) < 1:
             raise HaseError(f"calib_window must be >= 1, not {window!r}")
         self.values = collections.deque(maxlen=int(window))

@@ -9,9 +9,10 @@ set -uo pipefail
 JOB=${1:?job dir}
 PANEL=${PANEL:-model_zoo/machines_panel_v22.yaml}
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-ARCHS=$(python3 -c "import sys, yaml; p = yaml.safe_load(open(sys.argv[1])); print('[' + ', '.join(p['archs'] + p['anchors']) + ']')" "$PANEL") \
-  || { echo "error: $PANEL: cannot read its archs and anchors"; exit 2; }
-SPLIT_FILE=$(python3 -c "import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))['split_file'])" "$PANEL")
+# one read of the panel: its split file, then its architectures and anchors as one YAML list
+{ read -r SPLIT_FILE && read -r ARCHS; } < <(python3 -c "import sys, yaml; p = yaml.safe_load(open(sys.argv[1]))
+print(p['split_file']); print('[' + ', '.join(p['archs'] + p['anchors']) + ']')" "$PANEL") && [ -n "${ARCHS:-}" ] \
+  || { echo "error: $PANEL: cannot read its split_file, archs and anchors"; exit 2; }
 export SPLIT_FILE SPLIT=none LABELS_ONLY=1 RECORDS=0 TRACE_AFTER=0 ANCHORS="$ARCHS"
 export CLEAN_SESSIONS=${CLEAN_SESSIONS:-3}
 bash benchmark/run_gpu_corpus.sh "$JOB"

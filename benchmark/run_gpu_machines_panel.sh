@@ -11,7 +11,7 @@ PANEL=${PANEL:-model_zoo/machines_panel_v22.yaml}
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # one read of the panel: its split file, then its architectures and anchors as one YAML list
 { read -r SPLIT_FILE && read -r ARCHS; } < <(python3 -c "import sys, yaml; p = yaml.safe_load(open(sys.argv[1]))
-print(p['split_file']); print('[' + ', '.join(p['archs'] + p['anchors']) + ']')" "$PANEL") && [ -n "${ARCHS:-}" ] \
+print(p['split_file']); print('[' + ', '.join(p['archs'] + p['anchors']) + ']')" "$PANEL") && [ -n "$ARCHS" ] \
   || { echo "error: $PANEL: cannot read its split_file, archs and anchors"; exit 2; }
 export SPLIT_FILE SPLIT=none LABELS_ONLY=1 RECORDS=0 TRACE_AFTER=0 ANCHORS="$ARCHS"
 export CLEAN_SESSIONS=${CLEAN_SESSIONS:-3}

@@ -695,6 +695,10 @@ def test_the_h100_exam_v12_labels_score_and_land_at_the_fixed_paths(tmp_path):
     assert set(mach["by_machine"]) == {"machine_m", "machine_n", "machine_o"}
     assert all({"mape_pct", "within_10pct", "session_noise_pct", "median_signed_pct"} <= set(v)
                for v in mach["by_machine"].values())
+    # issue 23's batch-1 target per machine: the batch-1 rows of the machine's own cases, calibrated
+    for v in mach["by_machine"].values():
+        assert v["batch1"]["calibrated"]["n"] == (cases["batch"] == 1).sum()
+        assert v["batch1_median_signed_pct"] == v["batch1"]["calibrated"]["median_signed_pct"]
 
 
 def test_refresh_calibration_ref_remakes_the_reference_and_leaves_the_trees(tmp_path):

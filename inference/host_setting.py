@@ -11,7 +11,8 @@ Two numbers of each carry over to a prediction:
                        terms (dispatch, the time before the first kernel), as those are what a batch-1 run is
   latency_spread_pct   the median pairwise spread between processes: one_cpu / default scales the measured
                        per-session quantiles of the host terms toward 1 (the model's own error band stays)
-H200 (3 machines, 66 processes): host x0.966, spread x0.37 (21.3% -> 7.8%). H100 (1 machine, 20 processes): x1.069,
+H200 (5 machines, 90 processes, session 40): host x0.969, spread x0.55 (19.9% -> 10.9%; 3 machines, 66
+processes, read x0.37 before aj and ak joined). H100 (1 machine, 20 processes): x1.069,
 x0.93: binding did not help there, and a prediction says so.
 """
 import json

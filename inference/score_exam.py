@@ -193,7 +193,31 @@ def merge_machines(old, new: dict, exam: str, report: str) -> dict:
             rows[m] = dict(r, exam=r.get("exam", old.get("exam")), timeline_model=r.get("timeline_model",
                                                                                           old.get("timeline_model")))
     out["by_machine"] = dict(sorted(rows.items()))
+    out["targets"] = machine_targets({m: r for m, r in rows.items() if r.get("exam") == exam})
     return out
+
+
+def machine_targets(rows: dict, noise_gap_pts: float = 2.0, spread_pts: float = 3.0, batch1_pct: float = 5.0,
+                    min_machines: int = 3, min_sessions: int = 3) -> dict:
+    """Issue 23's per-GPU targets, read off one exam's (or panel's) machines, all judged with one fit on one model
+    set: each machine's calibrated MAPE within noise_gap_pts of its own session noise; the per-machine MAPE spread
+    within spread_pts; every batch-1 median signed error within +-batch1_pct; at least min_machines machines with
+    min_sessions fresh sessions per model. A machine without a calibrated score is counted as missing, not as met."""
+    scored = {m: r for m, r in rows.items() if "mape_pct" in r and "session_noise_pct" in r}
+    gap = {m: float(r["mape_pct"] - r["session_noise_pct"]) for m, r in scored.items()}
+    b1 = {m: float(r["batch1_median_signed_pct"]) for m, r in scored.items() if "batch1_median_signed_pct" in r}
+    per_model = {m: r["sessions"] / r["models"] for m, r in scored.items() if r.get("models")}
+    mape = [r["mape_pct"] for r in scored.values()]
+    enough = sorted(m for m, k in per_model.items() if k >= min_sessions)
+    return {"machines": sorted(rows), "gap_to_noise_pts": gap,
+            "met_noise": bool(gap) and len(gap) == len(rows) and all(g <= noise_gap_pts for g in gap.values()),
+            "spread_pts": float(max(mape) - min(mape)) if mape else None,
+            "met_spread": len(mape) >= 2 and max(mape) - min(mape) <= spread_pts,
+            "batch1_median_signed_pct": b1,
+            "met_batch1": bool(b1) and len(b1) == len(rows) and all(abs(v) <= batch1_pct for v in b1.values()),
+            "machines_with_enough_sessions": enough, "met_machines": len(enough) >= min_machines,
+            "limits": {"noise_gap_pts": noise_gap_pts, "spread_pts": spread_pts, "batch1_pct": batch1_pct,
+                       "min_machines": min_machines, "min_sessions_per_model": min_sessions}}
 
 
 SLOW_EVENTS = ("sw_power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")

@@ -801,6 +801,32 @@ def test_the_machine_table_keeps_every_exam_machine_with_the_fit_that_scored_it(
     assert merge_machines(None, new, "exam_v22", "r")["by_machine"].keys() == {"machine_ah", "machine_x"}
 
 
+def test_the_machine_table_reads_issue_23s_targets_off_one_exams_machines():
+    """machine_targets: gap to each machine's own noise, spread across machines, batch-1 median, machines with 3
+    sessions per model; judged on the latest exam's machines only (an earlier exam's row had another fit)."""
+    from hase.inference.score_exam import machine_targets, merge_machines
+
+    def row(mape, noise, b1, sessions=216, models=72):
+        return {"mape_pct": mape, "session_noise_pct": noise, "batch1_median_signed_pct": b1, "sessions": sessions,
+                "models": models}
+    rows = {"a": row(9.3, 7.3, -5.2, 144), "b": row(10.3, 8.1, 2.6), "c": row(9.7, 5.9, 4.9), "d": row(10.9, 7.1, -5.4)}
+    t = machine_targets(rows)
+    assert t["gap_to_noise_pts"]["a"] == pytest.approx(2.0) and not t["met_noise"]
+    assert t["spread_pts"] == pytest.approx(1.6) and t["met_spread"]
+    assert not t["met_batch1"] and t["machines_with_enough_sessions"] == ["b", "c", "d"] and t["met_machines"]
+    good = {k: row(8.0, 7.0, 1.0) for k in "xyz"}
+    t = machine_targets(good)
+    assert t["met_noise"] and t["met_spread"] and t["met_batch1"] and t["met_machines"]
+    # a machine with no calibrated score is missing, not met; two machines with 3 sessions are too few
+    t = machine_targets(dict(good, w={"sessions": 10, "models": 5}))
+    assert not t["met_noise"] and not t["met_batch1"]
+    assert not machine_targets({k: good[k] for k in "xy"})["met_machines"]
+    # merged: only this exam's machines are judged
+    m = merge_machines({"by_machine": {"old": row(30.0, 5.0, -20.0)}, "exam": "exam_v21"},
+                       {"by_machine": good}, "panel_v22", "r")
+    assert m["targets"]["machines"] == ["x", "y", "z"] and m["targets"]["met_batch1"]
+
+
 def test_a_machine_panel_scores_only_its_architectures_and_joins_the_machine_table(tmp_path):
     """score_exam with a panel (issue 23): only the panel's architectures are scored, the exam's fixed path is left
     alone, the machines land in <gpu>/machines/summary.json; a panel drawn from another exam is one line naming the

@@ -19,7 +19,7 @@ SPLIT_FILE = paths.REPO / "model_zoo" / "corpus_split.yaml"
 CNN_FAMILIES = {"cnn_plain", "cnn_mobile", "cnn_grouped", "unet", "fpn", "convnext", "tcn", "dense",
                 "gan", "yolo", "video3d", "deeplab", "vocoder", "superres", "tasnet", "hrnet", "raft", "vqvae",
                 "capsnet", "nascell", "stn", "res2net", "hourglass", "convmixer", "wavenet", "focalnet",
-                "poolformer", "ghostnet", "hardnet", "rednet"}
+                "poolformer", "ghostnet", "hardnet", "rednet", "condconv"}
 # tcn, vocoder, tasnet: 1-D convs; video3d: 3-D; raft: conv encoders and ConvGRU updates around a parameter-free
 # correlation (MatMul, AvgPool, a Gather or GridSample lookup), no attention
 # not CNNs: the attention and mixing families, rnn (LSTM/GRU; a Conv1d front-end at most), linattn (linear
@@ -44,7 +44,10 @@ CNN_FAMILIES = {"cnn_plain", "cnn_mobile", "cnn_grouped", "unet", "fpn", "convne
 # rednet (involution: per-pixel kernels generated from the input, a Softmax over the k x k taps of one pixel's
 # kernel, no query-key attention map, as skresnet's branch Softmax) counts as a CNN; bigbird (block-sparse attention)
 # does not; dgcnn (EdgeConvs on kNN graphs by MatMul/TopK/Gather, 1x1 convs over the edges: no spatial convolution, as
-# pointnet) and deformattn (a conv backbone, then deformable attention over its tokens, as detr) do not
+# pointnet) and deformattn (a conv backbone, then deformable attention over its tokens, as detr) do not; condconv
+# (dynamic convs: per-sample kernels mixed from experts by a routing MatMul, no attention map, as efficientnet_cc_b0_4e)
+# counts as a CNN; tabnet (Linears, GLUs and sparse feature masks over tabular features: no convolution, as
+# fttransformer) does not
 # named models that are CNNs (for the corpus's non-CNN share); every other named model has attention or mixing
 NAMED_CNN = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide_resnet50_2", "mobilenet_v2",
              "mobilenet_v3_small", "mobilenet_v3_large", "vgg11", "vgg16_bn", "densenet121", "densenet169",
@@ -99,7 +102,11 @@ NAMED_CNN = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide
              # exam v22's named CNNs (resnest50d_4s2x40d: split attention, a channel Softmax over 4 radix groups, no
              # token attention map, as resnest26d; dpn92: dual-path residual Add and dense Concat)
              "timm-hrnet_w18", "timm-dpn92", "timm-cs3sedarknet_x", "timm-ese_vovnet57b",
-             "timm-resnest50d_4s2x40d", "timm-hgnetv2_b4", "timm-xception71", "timm-inception_next_small"}
+             "timm-resnest50d_4s2x40d", "timm-hgnetv2_b4", "timm-xception71", "timm-inception_next_small",
+             # exam v23's named CNNs (gcresnet50t: global-context blocks, a spatial Softmax pooling, no token attention
+             # map, as gcresnet33ts; convformer_s36: separable-conv token mixers, as poolformer's pooling)
+             "timm-tresnet_l", "timm-convformer_s36", "timm-gcresnet50t", "timm-res2net50_26w_8s",
+             "timm-darknetaa53", "timm-dla102x", "timm-fasternet_m", "timm-regnetz_d8"}
 
 
 @dataclass

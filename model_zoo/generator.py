@@ -364,11 +364,33 @@ same configs on any machine. Families (each with its own parameter ranges, FAMIL
                value map by GridSample (bilinear, zeros, align_corners False), weighted by a Linear + Softmax over
                levels x points and summed, an output Linear; no query-key product) and a ReLU or GELU FFN (x2 or x4);
                a final LayerNorm (pre-norm), a mean over the tokens and a Linear to 10-1000
-Configs: batch 1 always, one batch of 4-16 and one of 32-64 (dlrm: 64-512 and 1024-2048; fttransformer, kan and
-neuralode: 64-256 and 1024-4096), each at a size the family allows (vqvae, capsnet, kan, wavenet, t5enc: the batch
-halves until the largest intermediate, a vqvae's distances, a capsnet's prediction vectors, a kan's spline bases, a
-wavenet's widest per-step activation, a t5enc's attention scores, is under 2.5e8 floats); a config whose forward
-pass exceeds `max_gflop` is run at a
+  condconv     CondConv/DynamicConv CNN over [B, 3, H, W] (size: H = W 128-320, a multiple of 32): a stride-2 3x3
+               conv-BN-act stem (16-32), 3-5 stages (widths x1.5 or x2 a stage, at most 320 (mbconv) or 256 (basic);
+               1-3 blocks, the first strided) of dynamic convs: a conv's kernel mixed per sample from K = 2-8 experts
+               by routing weights from a global average pool, a Linear (or Linear-ReLU-Linear) and a Sigmoid
+               (CondConv) or a Softmax over a temperature 1-30 (DynamicConv), one MatMul [B, K] x [K, C_out C_in/g k
+               k], run as ONE grouped Conv over the input reshaped to [1, B C_in, H, W] with B g groups (the batch
+               folded into the groups: the Conv's weight a computed tensor, not an initializer); one routing a block
+               (from its input, shared by its convs) or one a conv; blocks mbconv (1x1 expand x3-6, depthwise 3x3 or
+               5x5, optional squeeze-and-excite, 1x1 project, a residual where the shape stays; the depthwise conv
+               dynamic, the 1x1s dynamic or static) or basic (two dynamic dense 3x3 convs, a residual, a static 1x1
+               conv-BN shortcut where the shape changes); BN, ReLU, Hardswish or SiLU; a 1x1 conv-BN-act to
+               512-1280, global average pool, Linear to 10-1000
+  tabnet       TabNet over numeric tabular features [B, F] (size: F 16-512): BN, an initial feature transformer, then
+               3-8 decision steps; a feature transformer is 1-2 GLU layers shared by all steps (their Linears shared,
+               each step's BN its own) and 1-2 of the step's own, each a Linear (no bias) to 2 (n_d + n_a), BN or
+               ghost BN (the batch cut into virtual batches of 128-512: a Split, one BN each, Concat), GLU, every
+               layer but the first residual and scaled by sqrt(0.5); an attentive transformer is a Linear of the last
+               step's attention part (n_a 8-64) to F, BN, times the prior, then sparsemax (a sort: TopK over all F
+               features, CumSum, the support size by a compare and a ReduceSum, the threshold by GatherElements, a
+               Clip at 0), entmax 1.5 (the same sort, two CumSums, Sqrt, squared) or Softmax; the prior multiplied by
+               (gamma - mask), gamma 1-2; the masked features through the step's feature transformer, its decision
+               part (n_d 8-64) ReLU'd and summed over the steps; a Linear to 1-100
+Configs: batch 1 always, one batch of 4-16 and one of 32-64 (dlrm: 64-512 and 1024-2048; fttransformer, kan,
+neuralode and tabnet: 64-256 and 1024-4096), each at a size the family allows (vqvae, capsnet, kan, wavenet, t5enc,
+condconv: the batch halves until the largest intermediate, a vqvae's distances, a capsnet's prediction vectors, a
+kan's spline bases, a wavenet's widest per-step activation, a t5enc's attention scores, a condconv's per-sample
+kernels, is under 2.5e8 floats); a config whose forward pass exceeds `max_gflop` is run at a
 smaller batch (so one run stays under ~30 ms on an H200). hrnet, raft and fttransformer fit their configs in the
 spec instead: each at the largest size up to its drawn one that keeps a run under 500 GFLOP (their convs and
 MatMuls counted from the spec: exact for hrnet and raft, a slight overestimate for fttransformer), else a halved
@@ -398,7 +420,7 @@ FAMILIES = ("cnn_plain", "cnn_mobile", "cnn_grouped", "vit", "swin", "hybrid", "
             "capsnet", "kan", "nascell", "neuralode", "gmlp", "xcit", "stn", "aft", "res2net", "hourglass",
             "retnet", "convmixer", "wavenet", "t5enc", "llama", "maxvit", "focalnet", "levit", "poolformer",
             "mobilevit", "resmlp", "ghostnet", "hardnet", "nystromformer", "rednet", "bigbird", "dgcnn",
-            "deformattn")
+            "deformattn", "condconv", "tabnet")
 # families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's or a vocoder's mel bins,
 # a tcn's, an rnn's or an ssm's C_in, an implicit model's 3 coordinates of each of its S points)
 SEQUENCE = ("encoder", "decoder", "conformer", "tcn", "rnn", "ssm", "vocoder", "implicit", "aft", "retnet",
@@ -1107,6 +1129,38 @@ def arch_spec(family: str, seed: int) -> dict:
                  depth=int(r.integers(2, 7)), ffn_ratio=_pick(r, [2, 4]), act=_pick(r, ["relu", "gelu"]),
                  norm=_pick(r, ["post", "pre"]), classes=_pick(r, [10, 100, 1000]))
         sizes = list(range(128, 513, 64))                    # multiples of 64: every level's grid exact
+    elif family == "condconv":
+        # CondConv/DynamicConv CNN: each dynamic conv's kernel mixed per sample from K experts (routing [B, K] @
+        # experts [K, C_out C_in/g k k]), run as one grouped Conv with the batch folded into the groups
+        s.update(block=_pick(r, ["mbconv", "basic"]), stem_w=_pick(r, [16, 24, 32]), stages=int(r.integers(3, 6)),
+                 width_mult=float(_pick(r, [1.5, 2.0])), k=_pick(r, [3, 5]), expand=_pick(r, [3, 4, 6]),
+                 se=bool(r.random() < 0.5), dynamic=_pick(r, ["all", "spatial"]), experts=_pick(r, [2, 4, 6, 8]),
+                 routing=_pick(r, ["sigmoid", "softmax"]), temperature=_pick(r, [1, 4, 30]),
+                 router=_pick(r, ["block", "conv"]), router_mlp=bool(r.random() < 0.5),
+                 act=_pick(r, ["relu", "hardswish", "silu"]), head_w=_pick(r, [512, 1024, 1280]),
+                 classes=_pick(r, [10, 100, 1000]))
+        s["depths"] = [int(r.integers(1, 4)) for _ in range(s["stages"])]
+        # every stage's width, its first block strided: under 320 (mbconv) or 256 (basic, whose 3x3 convs are dense)
+        cap = 320 if s["block"] == "mbconv" else 256
+        s["widths"] = [min(cap, _div4(s["stem_w"] * s["width_mult"] ** (i + 1))) for i in range(s["stages"])]
+        if s["block"] == "basic":
+            for key in ("k", "expand", "se", "dynamic"):
+                del s[key]   # drawn either way (the stream stays aligned), kept only where the model uses them
+        if s["routing"] == "sigmoid":
+            del s["temperature"]
+        sizes = list(range(128, 321, 32))
+    elif family == "tabnet":
+        # TabNet over numeric tabular features [B, F] (size: F 16-512): sequential attention steps, each choosing
+        # its features by a sparse mask (sparsemax, entmax 1.5 or softmax) over a prior that decays by what earlier
+        # steps used
+        s.update(n_d=_pick(r, [8, 16, 32, 64]), n_a=_pick(r, [8, 16, 32, 64]), steps=int(r.integers(3, 9)),
+                 shared=int(r.integers(1, 3)), independent=int(r.integers(1, 3)),
+                 gamma=float(_pick(r, [1.0, 1.2, 1.5, 2.0])), norm=_pick(r, ["batch", "ghost"]),
+                 vbs=_pick(r, [128, 256, 512]), mask=_pick(r, ["sparsemax", "sparsemax", "entmax15", "softmax"]),
+                 classes=_pick(r, [1, 2, 3, 10, 100]))
+        if s["norm"] == "batch":
+            del s["vbs"]
+        sizes = [16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512]  # features
     else:  # perceiver
         stem = _pick(r, ["patch", "conv"])
         patch = _pick(r, [4, 8, 16] if stem == "conv" else [4, 6, 8, 12, 14, 16])  # conv: log2(patch) stride-2 convs
@@ -1127,7 +1181,7 @@ def arch_spec(family: str, seed: int) -> dict:
         s["configs"][1]["batch"], s["configs"][2]["batch"] = _pick(r, [64, 128, 256]), _pick(r, [1024, 2048, 4096])
     if family in ("hrnet", "raft", "fttransformer"):
         _fit_configs(s, sizes)
-    if family in ("kan", "neuralode"):  # tabular models serve big batches, as fttransformer
+    if family in ("kan", "neuralode", "tabnet"):  # tabular models serve big batches, as fttransformer
         s["configs"][1]["batch"], s["configs"][2]["batch"] = _pick(r, [64, 128, 256]), _pick(r, [1024, 2048, 4096])
     for c in s["configs"]:   # the largest intermediate under ~1 GB (2.5e8 floats): halve the batch until it is
         while c["batch"] > 1 and c["batch"] * _largest_elems(s, c["size"]) > 2.5e8:
@@ -1178,6 +1232,8 @@ def _largest_elems(s: dict, size: int) -> int:
         return max(size * size, max(max(2 * c, w) * size * s["k"] for c, w in zip(cin, s["edges"])))
     if fam == "deformattn":   # the sampled values of all levels and points, D x tokens x levels x points
         return s["dim"] * deformattn_tokens(s, size) * s["levels"] * s["points"]
+    if fam == "condconv":  # the widest per-sample kernel, C_out x C_in/g x k x k, made for each sample of the batch
+        return max(condconv_kernels(s))
     if fam == "maxvit":    # the first stage's attention scores (heads x tokens x window^2) or its MBConv expansion
         return (size // 4) ** 2 * max(s["window"] ** 2 * max(s["base"] // 32, 1), 4 * s["base"])
     return 0
@@ -5994,6 +6050,243 @@ def _build_deformattn(s, size, M):
     return DeformableEncoder()
 
 
+def condconv_blocks(s: dict) -> list:
+    """A condconv's blocks in order: (c_in, c_out, stride); each stage's first block strides 2 (the stem did too)."""
+    out, c = [], s["stem_w"]
+    for w, d in zip(s["widths"], s["depths"]):
+        for j in range(d):
+            out.append((c, w, 2 if j == 0 else 1))
+            c = w
+    return out
+
+
+def condconv_kernels(s: dict) -> list:
+    """Every dynamic conv's per-sample kernel, C_out x C_in/g x k x k elements (an mbconv's 1x1 expand and
+    project only where they are dynamic; its depthwise always)."""
+    out = []
+    for ci, co, _ in condconv_blocks(s):
+        if s["block"] == "basic":
+            out += [co * ci * 9, co * co * 9]
+        else:
+            mid = _div4(ci * s["expand"])
+            out += [mid * s["k"] ** 2] + ([mid * ci, co * mid] if s["dynamic"] == "all" else [])
+    return out
+
+
+def _build_condconv(s):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    K = s["experts"]
+
+    class Router(nn.Module):
+        """Routing weights [B, K] from a global average pool: a Linear (or Linear-ReLU-Linear, C/4 wide), then a
+        Sigmoid (CondConv) or a Softmax of the logits over the temperature (DynamicConv)."""
+        def __init__(self, c):
+            super().__init__()
+            self.fc = (nn.Sequential(nn.Linear(c, max(16, c // 4)), nn.ReLU(), nn.Linear(max(16, c // 4), K))
+                       if s["router_mlp"] else nn.Linear(c, K))
+
+        def forward(self, x):
+            z = self.fc(x.mean(dim=(2, 3)))
+            return torch.sigmoid(z) if s["routing"] == "sigmoid" else torch.softmax(z / s["temperature"], -1)
+
+    class DynConv(nn.Module):
+        """A conv whose kernel is computed per sample: routing [B, K] @ the experts [K, C_out C_in/g k k] (one
+        MatMul), reshaped to [B C_out, C_in/g, k, k] and applied as ONE grouped Conv over the input reshaped to
+        [1, B C_in, H, W] with B g groups (the batch folded into the groups, as timm's CondConv2d); then BN (whose
+        gamma starts at the inverse of the mixture's expected gain under random weights: sqrt(K) for a near-uniform
+        Softmax, 2 / sqrt(K) for K Sigmoids near 1/2)."""
+        def __init__(self, cin, cout, k, stride=1, groups=1):
+            super().__init__()
+            self.cout, self.cg, self.k, self.stride, self.groups = cout, cin // groups, k, stride, groups
+            # K experts stacked on the first axis (each row of a kernel has its fan-in, as moe's w1)
+            self.experts = nn.Parameter(torch.empty(K * cout, cin // groups, k, k))
+            self.router = Router(cin) if s["router"] == "conv" else None
+            self.bn = nn.BatchNorm2d(cout)
+            with torch.no_grad():
+                self.bn.weight.fill_(math.sqrt(K) if s["routing"] == "softmax" else 2 / math.sqrt(K))
+
+        def forward(self, x, r=None):
+            b, c, h, w = x.shape
+            r = self.router(x) if self.router is not None else r
+            kernel = (r @ self.experts.reshape(K, -1)).reshape(b * self.cout, self.cg, self.k, self.k)
+            y = F.conv2d(x.reshape(1, b * c, h, w), kernel, None, self.stride, self.k // 2, groups=b * self.groups)
+            return self.bn(y.reshape(b, self.cout, y.shape[2], y.shape[3]))
+
+    class StaticConv(nn.Module):
+        """A plain 1x1 conv-BN, called as DynConv is (an mbconv's expand or project where only its depthwise conv
+        is dynamic)."""
+        def __init__(self, cin, cout, k):
+            super().__init__()
+            self.conv = _conv_bn(cin, cout, k, act=None)
+
+        def forward(self, x, r=None):
+            return self.conv(x)
+
+    class Block(nn.Module):
+        """mbconv: a 1x1 expand, a depthwise kxk (strided where the stage starts), an optional squeeze-and-excite,
+        a 1x1 project, a residual where the shape stays; the depthwise conv always dynamic, the 1x1s where `dynamic`
+        is all. basic: two dynamic 3x3 convs, a residual (a static 1x1 conv-BN shortcut where the shape changes).
+        One routing a block from its input (router 'block', CondConv's) or one a conv from that conv's input."""
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.act = _act(s["act"])
+            self.router = Router(cin) if s["router"] == "block" else None
+            if s["block"] == "basic":
+                self.convs = nn.ModuleList([DynConv(cin, cout, 3, stride), DynConv(cout, cout, 3)])
+                self.short = None if stride == 1 and cin == cout else _conv_bn(cin, cout, 1, stride, act=None)
+                self.se = None
+            else:
+                mid, k = _div4(cin * s["expand"]), s["k"]
+                pw = DynConv if s["dynamic"] == "all" else StaticConv
+                self.convs = nn.ModuleList([pw(cin, mid, 1), DynConv(mid, mid, k, stride, mid), pw(mid, cout, 1)])
+                self.short = "identity" if stride == 1 and cin == cout else None
+                sq = _div4(cin / 4)
+                self.se = nn.Sequential(nn.Conv2d(mid, sq, 1), nn.ReLU(), nn.Conv2d(sq, mid, 1),
+                                        nn.Sigmoid()) if s["se"] else None
+
+        def forward(self, x):
+            r = self.router(x) if self.router is not None else None
+            if s["block"] == "basic":
+                y = self.convs[1](self.act(self.convs[0](x, r)), r)
+                return self.act(y + (x if self.short is None else self.short(x)))
+            y = self.act(self.convs[0](x, r))
+            y = self.act(self.convs[1](y, r))
+            if self.se is not None:
+                y = y * self.se(y.mean(dim=(2, 3), keepdim=True))
+            y = self.convs[2](y, r)
+            return y + x if self.short == "identity" else y
+
+    class CondConvNet(nn.Module):
+        """A stride-2 3x3 conv-BN-act stem, the blocks, a 1x1 conv-BN-act to head_w, global average pool, Linear."""
+        def __init__(self):
+            super().__init__()
+            self.stem = _conv_bn(3, s["stem_w"], 3, 2, act=s["act"])
+            self.blocks = nn.Sequential(*[Block(ci, co, st) for ci, co, st in condconv_blocks(s)])
+            self.conv_head = _conv_bn(s["widths"][-1], s["head_w"], 1, act=s["act"])
+            self.head = nn.Linear(s["head_w"], s["classes"])
+
+        def forward(self, x):
+            return self.head(self.conv_head(self.blocks(self.stem(x))).mean(dim=(2, 3)))
+
+    return CondConvNet()
+
+
+def _sparsemax(z):
+    """Sparsemax over the last axis (Martins & Astudillo; pytorch-tabnet's): the row less its max, sorted descending
+    (a TopK over all of it), CumSum, the support size (k z_(k) > cumsum_k - 1, a ReduceSum), the threshold tau (a
+    GatherElements of the cumsum at the support size, over it), z - tau clamped at 0 (a Clip)."""
+    import torch
+    z = z - z.amax(-1, keepdim=True)
+    zs = torch.sort(z, dim=-1, descending=True)[0]
+    rho = torch.arange(1, z.shape[-1] + 1, dtype=z.dtype)
+    cs = zs.cumsum(-1) - 1
+    k = (rho * zs > cs).sum(-1, keepdim=True)
+    tau = cs.gather(-1, k - 1) / k.to(z.dtype)
+    return torch.clamp(z - tau, min=0)
+
+
+def _entmax15(z):
+    """1.5-entmax over the last axis (Peters et al.; pytorch-tabnet's exact sort-based one): z / 2 less its max,
+    sorted descending, the running mean and mean of squares (CumSums), each prefix's threshold mean - sqrt((1 - k
+    (mean_sq - mean^2)) / k), the support size (a ReduceSum of tau <= z_(k)), its threshold gathered, z - tau
+    clamped at 0 and squared."""
+    import torch
+    z = z / 2
+    z = z - z.amax(-1, keepdim=True)
+    zs = torch.sort(z, dim=-1, descending=True)[0]
+    rho = torch.arange(1, z.shape[-1] + 1, dtype=z.dtype)
+    mean = zs.cumsum(-1) / rho
+    mean_sq = (zs * zs).cumsum(-1) / rho
+    delta = (1 - rho * (mean_sq - mean * mean)) / rho
+    tau = mean - torch.sqrt(torch.clamp(delta, min=0))
+    k = (tau <= zs).sum(-1, keepdim=True)
+    return torch.clamp(z - tau.gather(-1, k - 1), min=0) ** 2
+
+
+def _build_tabnet(s, size):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    nf, nd, na = size, s["n_d"], s["n_a"]
+    mask = {"sparsemax": _sparsemax, "entmax15": _entmax15, "softmax": lambda z: torch.softmax(z, -1)}[s["mask"]]
+
+    class GBN(nn.Module):
+        """BatchNorm1d, or ghost BN: the batch cut into virtual batches of vbs rows (the last one what is left: a
+        Split), the same BN on each, Concat (pytorch-tabnet's; one BN where the batch is one virtual batch)."""
+        def __init__(self, c):
+            super().__init__()
+            self.bn = nn.BatchNorm1d(c)
+
+        def forward(self, x):
+            if s["norm"] == "batch" or x.shape[0] <= s["vbs"]:
+                return self.bn(x)
+            return torch.cat([self.bn(c) for c in x.split(s["vbs"], 0)], 0)
+
+    class GLU(nn.Module):
+        """A Linear (no bias; shared by every step's transformer for the shared layers) to 2 (n_d + n_a), its own
+        GBN, GLU."""
+        def __init__(self, fc):
+            super().__init__()
+            self.fc, self.bn = fc, GBN(2 * (nd + na))
+
+        def forward(self, x):
+            return F.glu(self.bn(self.fc(x)), -1)
+
+    class FeatureTransformer(nn.Module):
+        """The shared GLU layers, then the step's own; every layer but the first residual, scaled by sqrt(0.5)."""
+        def __init__(self, shared):
+            super().__init__()
+            self.layers = nn.ModuleList([GLU(fc) for fc in shared]
+                                        + [GLU(nn.Linear(nd + na, 2 * (nd + na), bias=False))
+                                           for _ in range(s["independent"])])
+
+        def forward(self, x):
+            x = self.layers[0](x)
+            for layer in self.layers[1:]:
+                x = (x + layer(x)) * math.sqrt(0.5)
+            return x
+
+    class AttentiveTransformer(nn.Module):
+        """The mask over the features: a Linear (no bias) of the last step's attention part, GBN, times the prior,
+        sparsemax (entmax 1.5, softmax)."""
+        def __init__(self):
+            super().__init__()
+            self.fc, self.bn = nn.Linear(na, nf, bias=False), GBN(nf)
+
+        def forward(self, a, prior):
+            return mask(self.bn(self.fc(a)) * prior)
+
+    class TabNet(nn.Module):
+        """[B, F] -> BN -> an initial feature transformer (its attention part starts the chain) -> `steps` decision
+        steps: mask M = attentive(a, prior), prior *= gamma - M, the masked features M x through the step's feature
+        transformer, split into a decision part (ReLU, summed over the steps) and the next attention part; a Linear
+        of the sum to the classes."""
+        def __init__(self):
+            super().__init__()
+            shared = [nn.Linear(nf if i == 0 else nd + na, 2 * (nd + na), bias=False) for i in range(s["shared"])]
+            self.shared = nn.ModuleList(shared)
+            self.bn = nn.BatchNorm1d(nf)
+            self.initial = FeatureTransformer(shared)
+            self.feat = nn.ModuleList([FeatureTransformer(shared) for _ in range(s["steps"])])
+            self.att = nn.ModuleList([AttentiveTransformer() for _ in range(s["steps"])])
+            self.head = nn.Linear(nd, s["classes"], bias=False)
+
+        def forward(self, x):
+            x = self.bn(x)
+            a, prior, out = self.initial(x)[:, nd:], torch.ones_like(x), 0
+            for att, feat in zip(self.att, self.feat):
+                m = att(a, prior)
+                prior = (s["gamma"] - m) * prior
+                y = feat(m * x)
+                out = out + F.relu(y[:, :nd])
+                a = y[:, nd:]
+            return self.head(out)
+
+    return TabNet()
+
+
 def input_shape(spec: dict, batch: int, size: int) -> tuple:
     if spec["family"] == "implicit":  # N points of 3 coordinates, points first: [B, N, 3]
         return (batch, size, 3)
@@ -6018,7 +6311,7 @@ def input_shape(spec: dict, batch: int, size: int) -> tuple:
         return (batch, size, spec["f_in"] + size)
     if spec["family"] == "raft":  # two RGB frames stacked on the channels
         return (batch, 6, size, size)
-    if spec["family"] in ("fttransformer", "kan", "neuralode"):  # a table's rows: F numeric features each
+    if spec["family"] in ("fttransformer", "kan", "neuralode", "tabnet"):  # a table's rows: F numeric features each
         return (batch, size)
     if spec["family"] == "capsnet":  # grey or RGB
         return (batch, spec["in_ch"], size, size)
@@ -6031,8 +6324,8 @@ def file_stem(spec: dict, batch: int, size: int) -> str:
     samples, a video3d's H x W (its frames are fixed per architecture), a dlrm's 1 x (dense features + tables x
     lookups per table), a vocoder's frames x 80 mel bins, a superres's H x W, a gnn's N x (F_in + N), a diffusion's
     H x W, an implicit model's points x 3, a tasnet's 1 x samples, an hrnet's or a raft's H x W, an fttransformer's
-    1 x features (its input [B, F] has no H), a wavenet's C_in x time steps, a t5enc's sequence x width, a dgcnn's 3 x
-    points."""
+    or a tabnet's 1 x features (its input [B, F] has no H), a wavenet's C_in x time steps, a t5enc's sequence x
+    width, a dgcnn's 3 x points."""
     shape = input_shape(spec, batch, size)
     h = shape[-2] if len(shape) > 2 else 1
     return Path(paths.model_file(spec["arch"], batch, h, shape[-1])).stem

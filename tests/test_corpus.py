@@ -30,7 +30,7 @@ SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1,
          "aft": 7, "res2net": 4, "hourglass": 8, "retnet": 2, "convmixer": 5, "wavenet": 10, "t5enc": 3,
          "llama": 3, "maxvit": 1, "focalnet": 11, "levit": 3, "poolformer": 2, "mobilevit": 0,
          "resmlp": 3, "ghostnet": 2, "hardnet": 1, "nystromformer": 5, "rednet": 8, "bigbird": 2, "dgcnn": 8,
-         "deformattn": 5}
+         "deformattn": 5, "condconv": 3, "tabnet": 5}
 # tcn-s1: gated, LayerNorm, an uneven 'same' Pad; perceiver-s8: 2 MHA cross blocks; rnn-s1: a stride-2 Conv1d
 # front-end, 3 GRU layers, a mean head; linattn-s1: conv stem, elu+1 linear attention by MatMul; ssm-s1: 3 Mamba-like
 # blocks, a chunked scan (3 chunks of 64 at T 192); ssm-s5 (S4D, a long-convolution kernel) is exported by seed checks;
@@ -66,6 +66,9 @@ SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1,
 # blocks of 32 tokens, 1 random block, no global tokens, mean head
 # dgcnn-s8: 2 EdgeConvs (64, 128) on k 8 neighbours, a Gather of rows, 256 points; deformattn-s5: 4 levels (strides
 # 8-64), 8 heads of 16, 2 points, 5 pre-norm layers, 128 px
+# condconv-s3: 9 mbconv blocks in 5 stages (x4, depthwise 3x3), every conv dynamic (2 experts, Sigmoid, one routing a
+# block), 160 px; tabnet-s5: 4 steps of 2 shared and 2 own GLU layers, sparsemax, ghost BN (512: one at batch 1), 32
+# features
 
 
 def test_specs_are_seeded_and_reproducible():
@@ -884,12 +887,20 @@ def _assert_a_new_exam(new, before: list, held_out: set, n_exam: int):
                                                     "timm-xcit_small_12_p16_224", "timm-inception_resnet_v2"},
                  {"dgcnn-s3": "dgcnn", "deformattn-s8": "deformattn", "rednet-s22001": "rednet",
                   "bigbird-s22000": "bigbird", "pointnet-s22000": "pointnet", "timm-swiftformer_l1": "named"},
-                 {"dgcnn", "deformattn"}, 164, id="v22")])
+                 {"dgcnn", "deformattn"}, 164, id="v22"),
+    # v23: dgcnn and deformattn train now
+    pytest.param(23, (15, 16, 17, 18, 19, 20, 21, 22), {"dgcnn-s0", "deformattn-s8", "pointnet-s22000", "rednet-s22001",
+                                                        "timm-swiftformer_l1", "timm-hrnet_w18",
+                                                        "timm-efficientnet_cc_b0_4e"},
+                 {"condconv-s3": "condconv", "tabnet-s8": "tabnet", "dgcnn-s23001": "dgcnn",
+                  "deformattn-s23000": "deformattn", "fttransformer-s23000": "fttransformer",
+                  "timm-lowformer_b1": "named"},
+                 {"condconv", "tabnet"}, 168, id="v23")])
 def test_exam_is_a_new_exam_over_v11s_training_and_the_joined_exams(version, joined, trains, families, held_out,
                                                                     n_exam):
-    """corpus_split_v<N>.yaml (N = 16-22): v11's training split plus the joined exams' architectures (train:
+    """corpus_split_v<N>.yaml (N = 16-23): v11's training split plus the joined exams' architectures (train:
     join_exams), an exam disjoint from it and from every earlier split by architecture and by (family, seed), the
-    held-out families (three; v19-v22 two) no other split names, fresh seeds of every family seen before,
+    held-out families (three; v19-v23 two) no other split names, fresh seeds of every family seen before,
     >= 6 named models in no other split, half of them CNNs, >= 40% not CNNs overall."""
     from hase.utils import paths
     v11 = corpus.load_split()
@@ -1286,3 +1297,127 @@ def test_v22_family_exports_runs_and_does_what_it_says(tmp_path, fam, seed):
                         val = vmap[yi.clamp(0, sd - 1).long(), xi.clamp(0, sd - 1).long(), heads]   # [N, h, P, dh]
                         y_ref += (val * tap[..., None]).sum(2)
             assert torch.allclose(got, attn.out(y_ref.reshape(n_tok, d)), atol=1e-4)
+
+
+def _sparse_mask_reference(z: np.ndarray, kind: str) -> np.ndarray:
+    """Each row's mask in float64, written apart from the model: sparsemax, the Euclidean projection onto the simplex
+    (sorted, the largest k with 1 + k z_(k) > the sum of the k largest); entmax 1.5, max(z / 2 - tau, 0)^2 with tau
+    found by bisection so that the row sums to 1; softmax."""
+    if kind == "softmax":
+        e = np.exp(z - z.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+    if kind == "sparsemax":
+        u = -np.sort(-z, -1)
+        k = np.arange(1, z.shape[-1] + 1)
+        css = u.cumsum(-1)
+        rho = ((1 + k * u) > css).sum(-1, keepdims=True)
+        tau = (np.take_along_axis(css, rho - 1, -1) - 1) / rho
+        return np.maximum(z - tau, 0)
+    h = z / 2
+    lo, hi = h.max(-1, keepdims=True) - 1, h.max(-1, keepdims=True)
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        over = (np.maximum(h - mid, 0) ** 2).sum(-1, keepdims=True) > 1
+        lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
+    return np.maximum(h - (lo + hi) / 2, 0) ** 2
+
+
+@pytest.mark.parametrize("fam,seed", [("condconv", 5), ("condconv", 16), ("tabnet", 5), ("tabnet", 1)])
+def test_v23_family_exports_runs_and_does_what_it_says(tmp_path, fam, seed):
+    """The exam v23 held-out families at a small size, batch 2: the project's export path, the CPU EP, ORT equal to
+    PyTorch, and each family's defining structure; condconv: one MatMul a dynamic conv, of the routing [B, K] and an
+    initializer [K, C_out C_in/g k k] (the experts), reshaped into the weight of a Conv that has no initializer and
+    B g groups (the batch folded into the groups), one Softmax a router (or a Sigmoid after its Linear); a sample's
+    output its own (another sample beside it changes nothing in ORT); a dynamic conv equal to a static conv per
+    sample with its experts mixed by the routing written out; tabnet: a TopK over all F features, a CumSum (two:
+    entmax 1.5) and a GatherElements a step (sparsemax, entmax 1.5) or one Softmax, a GLU (Split) a GLU layer, the
+    shared Linears' weights the same in every step that uses them; every step's mask non-negative and summing to
+    1, equal to the mask written apart (a simplex projection, an entmax threshold by bisection, a softmax), the
+    forward written out from the modules (prior *= gamma - mask, the masked features, ReLU'd decision parts summed)
+    equal to the model's; ghost BN at a batch of two virtual batches and a part: one BN a virtual batch, a Concat a
+    ghost BN, ORT equal to PyTorch."""
+    import onnx
+    import torch
+    import torch.nn.functional as F
+    size = 128 if fam == "condconv" else 64
+    spec, model, shape, out, sess, x, y = _export_and_run(tmp_path, fam, seed, size, 2)
+    graph = onnx.load(str(out)).graph
+    ops = [n.op_type for n in graph.node]
+    inits = {i.name: tuple(i.dims) for i in graph.initializer}
+    made_by = {o: n for n in graph.node for o in n.output}
+    attr = lambda n, a: next(onnx.helper.get_attribute_value(t) for t in n.attribute if t.name == a)  # noqa
+    _matches_pytorch(model, x, y)
+    assert y.shape == (2, spec["classes"])
+    if fam == "condconv":
+        from hase.model_zoo.generator import _div4, condconv_blocks, condconv_kernels
+        K, blocks, kernels = spec["experts"], condconv_blocks(spec), condconv_kernels(spec)
+        assert shape == (2, 3, size, size)
+        mm = [n for n in graph.node if n.op_type == "MatMul"]
+        assert sorted(inits[n.input[1]] for n in mm) == sorted((K, k) for k in kernels)
+        dyn = [n for n in graph.node if n.op_type == "Conv" and n.input[1] not in inits]
+        assert len(dyn) == len(kernels)
+        for n in dyn:                                   # weight = Reshape(MatMul(routing, experts))
+            assert made_by[n.input[1]].op_type == "Reshape" and made_by[made_by[n.input[1]].input[0]] in mm
+        groups = []
+        for ci, co, _ in blocks:                        # B g: 2 for a dense conv, 2 x channels for a depthwise one
+            if spec["block"] == "basic":
+                groups += [2, 2]
+            else:
+                groups += [2 * _div4(ci * spec["expand"])] + ([2, 2] if spec["dynamic"] == "all" else [])
+        assert sorted(attr(n, "group") for n in dyn) == sorted(groups)
+        routers = len(blocks) if spec["router"] == "block" else len(kernels)
+        if spec["routing"] == "softmax":
+            assert ops.count("Softmax") == routers
+        else:
+            assert sum(made_by[n.input[0]].op_type == "Gemm" for n in graph.node if n.op_type == "Sigmoid") == routers
+        x2 = x.copy()
+        x2[1] = np.random.default_rng(99).standard_normal(x2[1].shape, dtype=np.float32)
+        y2 = sess.run(None, {sess.get_inputs()[0].name: x2})[0]
+        assert np.allclose(y2[0], y[0], rtol=0, atol=1e-6 * np.abs(y).max()) and not np.allclose(y2[1], y[1])
+        dc = next(c for c in model.blocks[0].convs if hasattr(c, "experts"))       # a dynamic conv
+        g = torch.Generator().manual_seed(0)
+        t = torch.randn(2, dc.cg * dc.groups, 16, 16, generator=g)
+        with torch.no_grad():
+            z = torch.randn(2, K, generator=g)                  # a block's routing, as its router would make it
+            r = dc.router(t) if dc.router is not None else z.softmax(-1) if spec["routing"] == "softmax" else z.sigmoid()
+            got = dc(t, r)
+            experts = dc.experts.reshape(K, dc.cout, dc.cg, dc.k, dc.k)
+            ref = torch.cat([F.conv2d(t[b:b + 1], sum(r[b, i] * experts[i] for i in range(K)), None, dc.stride,
+                                      dc.k // 2, groups=dc.groups) for b in range(2)])
+            assert torch.allclose(got, dc.bn(ref), atol=1e-5)
+            if spec["routing"] == "softmax":
+                assert torch.allclose(r.sum(-1), torch.ones(2))
+    else:
+        nd, steps, per = spec["n_d"], spec["steps"], spec["shared"] + spec["independent"]
+        glu = per * (steps + 1)
+        assert shape == (2, size)
+        assert ops.count("Split") == glu and ops.count("MatMul") == glu + steps + 1
+        assert ops.count("BatchNormalization") == 1 + glu + steps
+        root = lambda v: root(made_by[v].input[0]) if v in made_by and made_by[v].op_type == "Identity" else v  # noqa
+        weights = {root(n.input[1]) for n in graph.node if n.op_type == "MatMul"}    # equal initializers: Identity
+        assert weights <= set(inits) and len(weights) == glu - spec["shared"] * steps + steps + 1   # shared: steps + 1
+        if spec["mask"] == "softmax":
+            assert ops.count("Softmax") == steps and "TopK" not in ops
+        else:
+            assert ops.count("TopK") == ops.count("GatherElements") == steps
+            assert ops.count("CumSum") == steps * (1 if spec["mask"] == "sparsemax" else 2)
+        with torch.no_grad():
+            xt = torch.from_numpy(x)
+            xb = model.bn(xt)
+            a, prior, acc = model.initial(xb)[:, nd:], torch.ones_like(xb), 0
+            for att, feat in zip(model.att, model.feat):
+                m = att(a, prior)
+                want = _sparse_mask_reference((att.bn(att.fc(a)) * prior).double().numpy(), spec["mask"])
+                assert np.allclose(m.numpy(), want, atol=1e-5)
+                assert (m >= 0).all() and torch.allclose(m.sum(-1), torch.ones(2), atol=1e-5)
+                prior = (spec["gamma"] - m) * prior
+                yv = feat(m * xb)
+                acc, a = acc + torch.relu(yv[:, :nd]), yv[:, nd:]
+            assert torch.allclose(model.head(acc), model(xt), atol=1e-6)
+        if spec["norm"] == "ghost":
+            b = 2 * spec["vbs"] + 3
+            _, model_b, _, out_b, _, x_b, y_b = _export_and_run(tmp_path, fam, seed, size, b)
+            ops_b = [n.op_type for n in onnx.load(str(out_b)).graph.node]
+            assert ops_b.count("BatchNormalization") == 1 + 3 * (glu + steps)
+            assert ops_b.count("Concat") == glu + steps
+            _matches_pytorch(model_b, x_b, y_b)

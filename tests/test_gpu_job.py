@@ -221,11 +221,17 @@ def test_a_corpus_job_without_the_cuda_ep_stops_before_the_export(tmp_path):
     assert not (tmp_path / "home" / "model_zoo").exists() and not (job / "all_models.txt").exists()
 
 
-def test_the_machine_panel_is_exam_models_beside_training_anchors():
+@pytest.mark.parametrize("version", [22, 23])
+def test_the_machine_panel_is_exam_models_beside_training_anchors(version):
     """Issue 23's machine panel scores machines on models no fit has seen: every panel architecture is in its exam
     split and none in training; the anchors are training architectures (they read the machine's offset)."""
     from hase.model_zoo.corpus import load_split
-    panel = yaml.safe_load((REPO / "model_zoo/machines_panel_v22.yaml").read_text())
+    panel = yaml.safe_load((REPO / f"model_zoo/machines_panel_v{version}.yaml").read_text())
+    assert panel["version"] == version and panel["split_file"] == f"model_zoo/corpus_split_v{version}.yaml"
+    job = yaml.safe_load((REPO / "benchmark/gpu_jobs.yaml").read_text())[f"machines_panel_v{version}"]
+    assert job["env"]["PANEL"] == f"model_zoo/machines_panel_v{version}.yaml"
+    score = yaml.safe_load((REPO / f"inference/machines_v{version}.yaml").read_text())
+    assert score["panel"] == job["env"]["PANEL"] and score["split_file"] == panel["split_file"]
     split = load_split(REPO / panel["split_file"])
     assert len(panel["archs"]) >= 20 and len(set(panel["archs"])) == len(panel["archs"])
     assert all(split.split_of(a) == "exam" for a in panel["archs"])

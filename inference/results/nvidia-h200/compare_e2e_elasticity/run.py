@@ -30,7 +30,21 @@ HERE = Path(__file__).resolve().parent
 REPO = paths.REPO
 PANEL = ["ah", "ai", "aj", "ak"]
 BINS = {"1": (1, 1), "2-4": (2, 4), "8-16": (8, 16), "32+": (32, 10 ** 9)}
-TL = "inference/results/nvidia-h200/corpus/timeline_model.json"
+FIT_COMMIT = "49e175a"   # the fit exam v22 and its panel judged (installed until f632419 joined exam v22)
+FIT_DIR = "inference/results/nvidia-h200/corpus"
+
+
+def fit_of(commit: str) -> str:
+    """That commit's H200 corpus fit, extracted to a temporary folder; the path of its timeline model."""
+    import subprocess
+    import tempfile
+    tmp = Path(tempfile.mkdtemp(prefix="hase_fit_"))
+    subprocess.run(f"git archive {commit} {FIT_DIR} | tar -x -C {tmp}", shell=True, check=True, cwd=REPO)
+    tl = tmp / FIT_DIR / "timeline_model.json"
+    d = json.loads(tl.read_text())
+    d["predictor_dir"] = str(tmp / FIT_DIR / "node_model")
+    tl.write_text(json.dumps(d))
+    return str(tl)
 
 
 def binof(b: int) -> str:
@@ -66,7 +80,8 @@ def main() -> None:
                      "corr": float(np.corrcoef(x, e)[0, 1]), "machines": int(len(e))}
 
     cases = pd.read_csv(HERE.parent / "machines_v22" / "cases.csv").set_index("model")
-    model = tm.load(REPO / TL)
+    TL = fit_of(FIT_COMMIT)
+    model = tm.load(Path(TL))
     ref = model["calibration_ref"]["host_index_us"]
     split = load_split(REPO / "model_zoo/corpus_split_v22.yaml")
     records, _ = available_records("ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz", list(cases.index))
@@ -77,7 +92,7 @@ def main() -> None:
         return tm.with_spread(preds[m][-1], mc.calibrated_params(model["params"], scale), load, None, True)["central"]
     cases["response"] = [np.log(central(m, 1.1) / central(m, 1.0)) / np.log(1.1) for m in cases.index]
 
-    out = {"what": __doc__.splitlines()[0], "timeline_model": TL, "between_training_machines": slopes,
+    out = {"what": __doc__.splitlines()[0], "timeline_model": f"{FIT_COMMIT}:{FIT_DIR}/timeline_model.json", "between_training_machines": slopes,
            "timeline_response_median_by_batch": {k: float(cases[cases["batch"].map(binof) == k]["response"].median())
                                                  for k in BINS}, "by_machine": {}}
     rows = []
@@ -101,6 +116,25 @@ def main() -> None:
         print(mach, {k: f"{v['mape_pct']:.1f}% (b1 {v['batch1_median_signed_pct']:+.1f}%)" for k, v in row.items()})
     print("between training machines:", {k: f"{v['slope']:.2f} (r {v['corr']:.2f}, {v['machines']})" for k, v in slopes.items()})
     print("timeline response:", {k: round(v, 2) for k, v in out["timeline_response_median_by_batch"].items()})
+    # 4. the same models on both sides: the anchors every machine ran, each one's own slope between the training
+    # machines against its predicted response (x the reference elasticity, as a prediction scales)
+    cell = np.log(train.groupby(["model", "machine"])["e2e_clean_median_ms"].median()).unstack(1)
+    cell = cell[cell.notna().sum(axis=1) >= 10]
+    arecs, _ = available_records("ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz", list(cell.index))
+    anchors = [m for m in cell.index if m in arecs]
+    apreds = predictions(TL, "", arecs, anchors, split)
+    el = float(model["calibration_ref"].get("elasticity", 1.0))
+    per = {}
+    for m in anchors:
+        v = cell.loc[m].dropna()
+        x = idx.loc[v.index]
+        c1 = tm.with_spread(apreds[m][-1], mc.calibrated_params(model["params"], 1.1), load, None, True)["central"]
+        c0 = tm.with_spread(apreds[m][-1], mc.calibrated_params(model["params"], 1.0), load, None, True)["central"]
+        per[m] = {"machines": int(len(v)), "truth_slope": float(np.polyfit(x - x.mean(), v - v.mean(), 1)[0]),
+                  "predicted_response": float(np.log(c1 / c0) / np.log(1.1) * el), "e2e_ms": float(np.exp(v.median()))}
+    out["anchors_same_models"] = per
+    for m, r in sorted(per.items(), key=lambda kv: kv[1]["e2e_ms"]):
+        print(f"{m:32s} {r['e2e_ms']:7.2f} ms  truth {r['truth_slope']:.2f}  predicted {r['predicted_response']:.2f}")
     (HERE / "summary.json").write_text(json.dumps(out, indent=1))
     pd.concat(rows).to_csv(HERE / "cases.csv", index=False, float_format="%.5g")
 

@@ -224,6 +224,22 @@ def calibrated_params(params: dict, scale: float) -> dict:
     return p
 
 
+def machine_effects(cells):
+    """Each machine's effect in a (model x machine) table of log times with holes, as model + machine fitted by
+    alternating means (the least-squares two-way fit of a connected design), median machine 0."""
+    import pandas as pd
+    effect = pd.Series(0.0, index=cells.columns)
+    for _ in range(200):
+        per_model = cells.sub(effect, axis=1).mean(axis=1)
+        new = cells.sub(per_model, axis=0).mean()
+        new -= new.median()
+        done = float((new - effect).abs().max()) < 1e-7
+        effect = new
+        if done:
+            break
+    return effect
+
+
 def machine_elasticity(clean, min_machines: int = 3, min_models: int = 10, max_elasticity: float = 2.0) -> dict:
     """The elasticity between machines: the slope of each machine's host effect on log(its median clean calibration /
     the median machine's). The host effect is the machine term of log(clean_ort_node_sum_us) = model + machine, fitted
@@ -234,7 +250,6 @@ def machine_elasticity(clean, min_machines: int = 3, min_models: int = 10, max_e
     A target machine is calibrated by its median reading, so this slope is the one a prediction for it needs; the
     session-level slope (reference()) is diluted by the probe's own session-to-session noise.
     {} with fewer than min_machines calibrated machines."""
-    import pandas as pd
     need = {"machine", "model", "clean_calib_host_index_us", "clean_ort_node_sum_us"}
     if clean is None or not need <= set(clean.columns):
         return {}
@@ -247,16 +262,7 @@ def machine_elasticity(clean, min_machines: int = 3, min_models: int = 10, max_e
     if len(ok) < min_machines:
         return {}
     host = host[ok]
-    host = host[host.notna().sum(axis=1) >= 2]
-    effect = pd.Series(0.0, index=host.columns)
-    for _ in range(200):   # alternating means: converges to the least-squares two-way fit of a connected design
-        per_model = host.sub(effect, axis=1).mean(axis=1)
-        new = host.sub(per_model, axis=0).mean()
-        new -= new.median()
-        done = float((new - effect).abs().max()) < 1e-7
-        effect = new
-        if done:
-            break
+    effect = machine_effects(host[host.notna().sum(axis=1) >= 2])
     x = np.log(idx[ok] / idx[ok].median())
     if np.var(x) <= 0:
         return {}

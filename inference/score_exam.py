@@ -102,9 +102,9 @@ def by_machine(sessions: pd.DataFrame, d: pd.DataFrame, preds: dict, cfg: dict, 
         noise = accuracy(s["e2e_median_ms"], lab_m.loc[s["model"]].to_numpy())
         cal_us = mc.machine_host_index_us(s)
         models = [m for m in d["model"] if m in lab_m.index]
-        t = pd.DataFrame({"e2e_ms": lab_m.loc[models].to_numpy(),
-                          "pred_ms": d.set_index("model").loc[models, "pred_ms"].to_numpy(),
-                          "batch": d.set_index("model").loc[models, "batch"].to_numpy()})
+        dm = d.set_index("model").loc[models]
+        t = pd.DataFrame({"e2e_ms": lab_m.loc[models].to_numpy(), "pred_ms": dm["pred_ms"].to_numpy(),
+                          "batch": dm["batch"].to_numpy()})
         row = {"sessions": int(len(s)), "models": len(models), "host_index_us": cal_us,
                "session_noise_pct": noise["mape_pct"], "uncalibrated": score(t, "pred_ms")}
         cal_warn = mc.host_scale(model, cal_us)[1] if np.isfinite(cal_us) else "no calibrated session"

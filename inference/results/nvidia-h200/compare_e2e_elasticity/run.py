@@ -52,13 +52,11 @@ def binof(b: int) -> str:
 
 
 def machine_effects(sub: pd.DataFrame, min_machines: int = 3, min_models: int = 3) -> pd.Series:
+    """Each machine's effect on log(clean e2e) over the models min_machines ran (machine_calibration's fit), for the
+    machines that ran min_models of them."""
     cell = np.log(sub.groupby(["model", "machine"])["e2e_clean_median_ms"].median()).unstack(1)
     cell = cell[cell.notna().sum(axis=1) >= min_machines]
-    eff = pd.Series(0.0, index=cell.columns)
-    for _ in range(50):
-        mod = (cell - eff).mean(axis=1)
-        eff = cell.sub(mod, axis=0).mean(axis=0)
-    return eff[cell.notna().sum(axis=0) >= min_models]
+    return mc.machine_effects(cell)[cell.notna().sum(axis=0) >= min_models]
 
 
 def main() -> None:
@@ -88,9 +86,12 @@ def main() -> None:
     preds = predictions(TL, "", records, list(cases.index), split)
     load = tm.load_terms(model["idle_load"], model.get("idle_clock_mhz", 0.0))
 
-    def central(m, scale):
-        return tm.with_spread(preds[m][-1], mc.calibrated_params(model["params"], scale), load, None, True)["central"]
-    cases["response"] = [np.log(central(m, 1.1) / central(m, 1.0)) / np.log(1.1) for m in cases.index]
+    def central(prep, scale):
+        return tm.with_spread(prep, mc.calibrated_params(model["params"], scale), load, None, True)["central"]
+
+    def response(prep):   # d log(prediction) / d log(host scale)
+        return float(np.log(central(prep, 1.1) / central(prep, 1.0)) / np.log(1.1))
+    cases["response"] = [response(preds[m][-1]) for m in cases.index]
 
     out = {"what": __doc__.splitlines()[0], "timeline_model": f"{FIT_COMMIT}:{FIT_DIR}/timeline_model.json", "between_training_machines": slopes,
            "timeline_response_median_by_batch": {k: float(cases[cases["batch"].map(binof) == k]["response"].median())
@@ -101,7 +102,7 @@ def main() -> None:
         lab = sm.groupby("model")["e2e_clean_median_ms"].median()
         c = cases.loc[lab.index]
         r = float(np.exp(idx[mach])) / ref
-        shipped = [central(m, mc.host_scale(model, float(np.exp(idx[mach])))[0]) / 1e3 for m in c.index]
+        shipped = [central(preds[m][-1], mc.host_scale(model, float(np.exp(idx[mach])))[0]) / 1e3 for m in c.index]
         bybatch = c["pred_ms"] * np.exp(np.array([slopes[binof(b)]["slope"] for b in c["batch"]]) * np.log(r))
         row = {}
         for name, p in (("uncalibrated", c["pred_ms"]), ("shipped", pd.Series(shipped, index=c.index)),
@@ -128,10 +129,8 @@ def main() -> None:
     for m in anchors:
         v = cell.loc[m].dropna()
         x = idx.loc[v.index]
-        c1 = tm.with_spread(apreds[m][-1], mc.calibrated_params(model["params"], 1.1), load, None, True)["central"]
-        c0 = tm.with_spread(apreds[m][-1], mc.calibrated_params(model["params"], 1.0), load, None, True)["central"]
         per[m] = {"machines": int(len(v)), "truth_slope": float(np.polyfit(x - x.mean(), v - v.mean(), 1)[0]),
-                  "predicted_response": float(np.log(c1 / c0) / np.log(1.1) * el), "e2e_ms": float(np.exp(v.median()))}
+                  "predicted_response": response(apreds[m][-1]) * el, "e2e_ms": float(np.exp(v.median()))}
     out["anchors_same_models"] = per
     for m, r in sorted(per.items(), key=lambda kv: kv[1]["e2e_ms"]):
         print(f"{m:32s} {r['e2e_ms']:7.2f} ms  truth {r['truth_slope']:.2f}  predicted {r['predicted_response']:.2f}")

@@ -333,6 +333,19 @@ class Predictor:
                 self._preps[key] = prep
         return prep
 
+    def machine_response(self) -> tuple:
+        """({"dispatch": e_d, "copies": e_c} or None, warning or None): the end-to-end machine response of this
+        target (config machine_response, {target} filled in; inference/fit_machine_response.py)."""
+        from hase.utils import paths
+        p = Path(str(self.cfg.get("machine_response") or "").replace("{target}", self.slug))
+        p = p if p.is_absolute() else paths.REPO / p
+        if not p.is_file():
+            return None, f"config machine_response: {p} not found: calibrated by the node-dispatch elasticity alone"
+        r = (json.loads(p.read_text()).get("response") or {})
+        if not all(isinstance(r.get(k), (int, float)) for k in ("dispatch", "copies")):
+            return None, f"config machine_response: {p} has no response.dispatch/copies: calibrated by the elasticity"
+        return {"dispatch": float(r["dispatch"]), "copies": float(r["copies"])}, None
+
     # ---- prediction --------------------------------------------------------------------------
     def predict(self, model_or_record, load=None, options=None, calibration=None) -> Prediction:
         """Predicted session.run of an ONNX file, a record file or a record dict, under `load` ({DCGM field: value};
@@ -377,12 +390,20 @@ class Predictor:
                       + ", ".join((model.get("calibration_ref") or {}).get("cpus") or ["unknown"]) + ")")
                 info = dict(info, calibration_not_applied="node_source trees")
             else:
-                scale, cw = mc.host_scale(model, calibration)
+                resp, rw = self.machine_response() if self.cfg.get("calibrate_response") else (None, None)
+                warns += [rw] if rw else []
+                if resp:   # end-to-end response between machines: host terms and pageable copies (opt-in)
+                    scale, copy_sc, cw = mc.response_scales(model, calibration, resp)
+                    info = dict(info, copy_scales=copy_sc, machine_response=resp)
+                else:
+                    scale, cw = mc.host_scale(model, calibration)
                 cw = cw or mc.range_note(model, calibration)   # scaled, but outside the fitted machines' readings
                 model = dict(model, params=mc.calibrated_params(model["params"], scale))
                 info = dict(info, host_scale=scale)
                 sc, ccw = mc.copy_scales(model, calibration)
-                if self.cfg.get("calibrate_copies"):   # session.run's copies at the target's copy rate (opt-in)
+                if resp:   # the copies are scaled by the host's response above
+                    info = dict(info, copy_scales_by_rate_not_applied=sc)
+                elif self.cfg.get("calibrate_copies"):   # session.run's copies at the target's copy rate (opt-in)
                     copy_sc = sc
                     info = dict(info, copy_scales=copy_sc)
                     if ccw:

@@ -80,6 +80,25 @@ def reading(target) -> tuple:
 def host_scale(model: dict, target, now: float = None, max_age_s: float = MAX_AGE_S) -> tuple:
     """(scale, warning or None). target: a Calibration (benchmark/host_calibration), a dict profile, a number of
     us per node, or None."""
+    ratio, warn = host_ratio(model, target, now, max_age_s)
+    return float(ratio ** float(model["calibration_ref"].get("elasticity", 1.0))) if warn is None and ratio != 1.0 \
+        else 1.0, warn
+
+
+def response_scales(model: dict, target, response: dict, now: float = None, max_age_s: float = MAX_AGE_S) -> tuple:
+    """(host scale, {'h2d': s, 'd2h': s}, warning or None) from the end-to-end machine response
+    (inference/fit_machine_response.py: {"dispatch": e_d, "copies": e_c}, fitted between the training machines):
+    the host terms by ratio ** e_d, session.run's pageable copies (a host memcpy into a staging buffer before each
+    DMA chunk) by ratio ** e_c, ratio = the target's host index over the reference. Unscaled where host_scale is."""
+    ratio, warn = host_ratio(model, target, now, max_age_s)
+    if warn is not None or ratio == 1.0:
+        return 1.0, {"h2d": 1.0, "d2h": 1.0}, warn
+    c = float(ratio ** float(response["copies"]))
+    return float(ratio ** float(response["dispatch"])), {"h2d": c, "d2h": c}, None
+
+
+def host_ratio(model: dict, target, now: float = None, max_age_s: float = MAX_AGE_S) -> tuple:
+    """(target host index / the timeline's reference, warning or None); (1.0, warning) where it cannot be read."""
     ref = (model.get("calibration_ref") or {}).get("host_index_us")
     if target is None:
         return 1.0, None
@@ -97,7 +116,7 @@ def host_scale(model: dict, target, now: float = None, max_age_s: float = MAX_AG
     if not SCALE_RANGE[0] <= s <= SCALE_RANGE[1]:
         return 1.0, (f"calibration field 'host_index_us' {us:.2f} us is {s:.2f}x the reference {ref:.2f} us, outside "
                      f"{SCALE_RANGE}: host not scaled")
-    return float(s ** float(model["calibration_ref"].get("elasticity", 1.0))), None
+    return float(s), None
 
 
 COPY_KEYS = {"h2d": "run_h2d_16MiB_gbps", "d2h": "run_d2h_16MiB_gbps"}

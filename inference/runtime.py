@@ -20,6 +20,10 @@ DEFAULTS = {"device": "auto", "predictor_dir": "", "timeline_model": "", "pin_di
             # a calibration's copy rate scales session.run's copies (machine_calibration.copy_scales): off until an
             # exam judges it (session 28, post hoc on 5 spent-exam machines: 2 better, 2 worse, 1 unchanged)
             "calibrate_copies": False,
+            # a calibration scales the host terms and session.run's copies by the end-to-end response fitted between
+            # the training machines (inference/fit_machine_response.py): off until exam v23's machine panel judges it
+            "calibrate_response": False,
+            "machine_response": "inference/results/{target}/machine_response/response.json",
             # the session the user will run: ORT's defaults unless told otherwise
             "cudnn_conv_algo_search": "EXHAUSTIVE", "io_binding": False, "cpu_pinned": False}
 

@@ -40,7 +40,8 @@ DEFAULTS = {"timeline_model": "inference/results/nvidia-h200/corpus/timeline_mod
             "split_file": "model_zoo/corpus_split.yaml",   # which frozen exam (corpus_split_v12.yaml: v12)
             "frozen_commit": "f63163b", "gpu_minutes": 0.0, "algo": "EXHAUSTIVE", "spread_quantiles": [0.1, 0.9],
             "out": "inference/results/nvidia-h200/exam",
-            "panel": ""}   # a machine panel (model_zoo/machines_panel_v*.yaml): only its architectures; issue 23's table
+            "panel": "",   # a machine panel (model_zoo/machines_panel_v*.yaml): only its architectures; issue 23's table
+            "machine_response": ""}   # a candidate response.json (fit_machine_response.py), scored beside the shipped
 
 
 def score(d: pd.DataFrame, pred: str) -> dict:
@@ -75,14 +76,29 @@ def predictions(tl_path: str, predictor_dir: str, records: dict, models: list, s
     return out
 
 
-def rescaled(prep: dict, model: dict, host_index_us: float, copy_scales: dict = None) -> float:
+def rescaled(prep: dict, model: dict, host_index_us: float, copy_scales: dict = None, response: dict = None) -> float:
     """The central prediction (ms) of a prepared model with the host terms scaled by one calibration reading (and,
-    given copy_scales, session.run's copies by the machine's copy rate: machine_calibration.copy_scales)."""
+    given copy_scales, session.run's copies by the machine's copy rate: machine_calibration.copy_scales; given a
+    response, host terms and copies by the end-to-end machine response: machine_calibration.response_scales)."""
+    if response:
+        scale, copy_scales, _ = mc.response_scales(model, host_index_us, response)
+    else:
+        scale, _ = mc.host_scale(model, host_index_us)
     prep = mc.calibrated_copies(prep, copy_scales) if copy_scales else prep
-    scale, _ = mc.host_scale(model, host_index_us)
     p = mc.calibrated_params(model["params"], scale)
     r = tm.with_spread(prep, p, tm.load_terms(model["idle_load"], model.get("idle_clock_mhz", 0.0)), None, True)
     return r["central"] / 1e3
+
+
+def machine_response(cfg: dict) -> dict:
+    """The end-to-end machine response to judge beside the shipped calibration (config machine_response: its
+    response.json), or None."""
+    f = cfg.get("machine_response")
+    if not f:
+        return None
+    if not Path(f).is_file():
+        raise HaseError("config machine_response: file not found", f)
+    return json.loads(Path(f).read_text())["response"]
 
 
 def by_machine(sessions: pd.DataFrame, d: pd.DataFrame, preds: dict, cfg: dict, log) -> dict:
@@ -121,6 +137,13 @@ def by_machine(sessions: pd.DataFrame, d: pd.DataFrame, preds: dict, cfg: dict, 
             if len(b1):
                 row["batch1"] = {"uncalibrated": score(b1, "pred_ms"), "calibrated": score(b1, "cal_ms")}
                 row["batch1_median_signed_pct"] = row["batch1"]["calibrated"]["median_signed_pct"]
+            # the candidate end-to-end response (inference/fit_machine_response.py), frozen before the panel
+            resp = machine_response(cfg)
+            if resp:
+                t["calr_ms"] = [rescaled(preds[m][-1], model, cal_us, response=resp) for m in models]
+                row["calibrated_response"] = score(t, "calr_ms")
+                if len(b1):
+                    row["batch1"]["calibrated_response"] = score(t[t["batch"].astype(int) == 1], "calr_ms")
             # and the copies by the machine's own session.run copy rate (its calibration.json, read in a process
             # of its own at the job's start and end)
             cal_file = dirs.get(str(mach), Path("/nonexistent")) / "calibration.json"
@@ -153,6 +176,11 @@ def by_machine(sessions: pd.DataFrame, d: pd.DataFrame, preds: dict, cfg: dict, 
             log.info("machine %s: batch 1 (%d models) median signed %+.1f%% uncalibrated, %+.1f%% calibrated", mach,
                      row["batch1"]["calibrated"]["n"], row["batch1"]["uncalibrated"]["median_signed_pct"],
                      row["batch1_median_signed_pct"])
+        if "calibrated_response" in row:
+            log.info("machine %s: candidate end-to-end response: MAPE %.1f%%, batch 1 median signed %s", mach,
+                     row["calibrated_response"]["mape_pct"],
+                     f"{row['batch1']['calibrated_response']['median_signed_pct']:+.1f}%"
+                     if "calibrated_response" in row.get("batch1", {}) else "-")
         if "calibrated_with_copies" in row:
             log.info("machine %s: with its copy rate too (h2d x%.2f, d2h x%.2f): MAPE %.1f%%, median signed %+.1f%%",
                      mach, row["copy_scales"]["h2d"], row["copy_scales"]["d2h"],

@@ -852,3 +852,41 @@ def test_a_machine_panel_scores_only_its_architectures_and_joins_the_machine_tab
     r = subprocess.run([sys.executable, *map(str, args)], cwd=REPO, capture_output=True, text=True,
                        env=__import__("hase.utils.paths", fromlist=["x"]).child_env())
     assert r.returncode != 0 and "split_file" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_response_scales_host_terms_and_copies_by_their_own_elasticities():
+    """machine_calibration.response_scales: ratio ** e_dispatch on the host terms, ratio ** e_copies on both copy
+    directions; unscaled, with the same warnings as host_scale, where the reading cannot be used."""
+    import time
+    model = {"calibration_ref": {"host_index_us": 10.0, "elasticity": 1.0}}
+    resp = {"dispatch": 1.2, "copies": 0.9}
+    host, copies, warn = mc.response_scales(model, 15.0, resp)
+    assert warn is None and host == pytest.approx(1.5 ** 1.2)
+    assert copies == {"h2d": pytest.approx(1.5 ** 0.9), "d2h": pytest.approx(1.5 ** 0.9)}
+    assert mc.response_scales(model, None, resp) == (1.0, {"h2d": 1.0, "d2h": 1.0}, None)
+    for bad, field in ((100.0, "outside"), ({"host_index_us": 12.0, "time_unix": time.time() - 30 * 86400}, "time_unix")):
+        host, copies, warn = mc.response_scales(model, bad, resp)
+        assert host == 1.0 and set(copies.values()) == {1.0} and field in warn
+    assert mc.host_scale(model, 15.0) == (pytest.approx(1.5), None)   # host_scale shares the ratio's checks
+
+
+def test_machine_response_fit_recovers_known_elasticities():
+    """fit_machine_response: per-model slopes between machines, then the two elasticities by weighted least squares;
+    machines whose e2e moves as 1.3 x the dispatch response + 0.8 x the copy response give back 1.3 and 0.8."""
+    from hase.inference.fit_machine_response import fit, slopes
+    rng = np.random.default_rng(1)
+    machines = {f"m{i}": float(h) for i, h in enumerate(rng.uniform(6.0, 10.0, 12))}
+    resp = pd.DataFrame({"r_dispatch": rng.uniform(0, 1, 40), "r_copies": rng.uniform(0, 0.5, 40)},
+                        index=[f"model{i}" for i in range(40)])
+    rows = []
+    for m, r in resp.iterrows():
+        k = 1.3 * r["r_dispatch"] + 0.8 * r["r_copies"]
+        for mach, h in machines.items():
+            rows.append({"model": m, "machine": mach, "host_index_us": h,
+                         "e2e_ms": 2.0 * (h / 8.0) ** k * np.exp(rng.normal(0, 0.002))})
+    cells = pd.DataFrame(rows)
+    sl = slopes(cells, 8.0, 3)
+    assert len(sl) == 40 and (sl["machines"] == 12).all()
+    e = fit(sl.join(resp))
+    assert e["dispatch"] == pytest.approx(1.3, abs=0.05) and e["copies"] == pytest.approx(0.8, abs=0.1)
+    assert slopes(cells[cells["machine"].isin(["m0", "m1"])], 8.0, 3).empty   # two machines give no slope

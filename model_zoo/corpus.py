@@ -19,7 +19,7 @@ SPLIT_FILE = paths.REPO / "model_zoo" / "corpus_split.yaml"
 CNN_FAMILIES = {"cnn_plain", "cnn_mobile", "cnn_grouped", "unet", "fpn", "convnext", "tcn", "dense",
                 "gan", "yolo", "video3d", "deeplab", "vocoder", "superres", "tasnet", "hrnet", "raft", "vqvae",
                 "capsnet", "nascell", "stn", "res2net", "hourglass", "convmixer", "wavenet", "focalnet",
-                "poolformer", "ghostnet", "hardnet", "rednet", "condconv"}
+                "poolformer", "ghostnet", "hardnet", "rednet", "condconv", "roihead"}
 # tcn, vocoder, tasnet: 1-D convs; video3d: 3-D; raft: conv encoders and ConvGRU updates around a parameter-free
 # correlation (MatMul, AvgPool, a Gather or GridSample lookup), no attention
 # not CNNs: the attention and mixing families, rnn (LSTM/GRU; a Conv1d front-end at most), linattn (linear
@@ -47,7 +47,9 @@ CNN_FAMILIES = {"cnn_plain", "cnn_mobile", "cnn_grouped", "unet", "fpn", "convne
 # pointnet) and deformattn (a conv backbone, then deformable attention over its tokens, as detr) do not; condconv
 # (dynamic convs: per-sample kernels mixed from experts by a routing MatMul, no attention map, as efficientnet_cc_b0_4e)
 # counts as a CNN; tabnet (Linears, GLUs and sparse feature masks over tabular features: no convolution, as
-# fttransformer) does not
+# fttransformer) does not; roihead (a conv backbone, RoiAlign of boxes, an FC or conv box head: no attention, as
+# fpn and yolo) counts as a CNN; sinkhorn (self/cross attention over keypoints, a MatMul score matrix, log-domain
+# Sinkhorn normalisation: no convolution, as pointnet) does not
 # named models that are CNNs (for the corpus's non-CNN share); every other named model has attention or mixing
 NAMED_CNN = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide_resnet50_2", "mobilenet_v2",
              "mobilenet_v3_small", "mobilenet_v3_large", "vgg11", "vgg16_bn", "densenet121", "densenet169",
@@ -106,7 +108,12 @@ NAMED_CNN = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide
              # exam v23's named CNNs (gcresnet50t: global-context blocks, a spatial Softmax pooling, no token attention
              # map, as gcresnet33ts; convformer_s36: separable-conv token mixers, as poolformer's pooling)
              "timm-tresnet_l", "timm-convformer_s36", "timm-gcresnet50t", "timm-res2net50_26w_8s",
-             "timm-darknetaa53", "timm-dla102x", "timm-fasternet_m", "timm-regnetz_d8"}
+             "timm-darknetaa53", "timm-dla102x", "timm-fasternet_m", "timm-regnetz_d8",
+             # exam v24's named CNNs (ecaresnet101d: efficient channel attention, a Conv1d over the pooled channels,
+             # no token attention map, as eca_resnet33ts; ghostnetv2_160: DFC attention, depthwise convs gating the
+             # features, as ghostnetv2_100)
+             "timm-resnetrs101", "timm-ecaresnet101d", "timm-xception41p", "timm-dla169",
+             "timm-ghostnetv2_160", "timm-hgnet_base", "timm-mobilenetv4_conv_aa_large", "timm-convnextv2_tiny"}
 
 
 @dataclass

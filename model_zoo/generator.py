@@ -386,11 +386,33 @@ same configs on any machine. Families (each with its own parameter ranges, FAMIL
                Clip at 0), entmax 1.5 (the same sort, two CumSums, Sqrt, squared) or Softmax; the prior multiplied by
                (gamma - mask), gamma 1-2; the masked features through the step's feature transformer, its decision
                part (n_d 8-64) ReLU'd and summed over the steps; a Linear to 1-100
+  roihead      two-stage detector head over [B, 3, H, W] (size: H = W 256-640, a multiple of 64): a stride-2 3x3
+               conv-BN-ReLU stem (16-32), 3-4 stages of 1-2 basic blocks (the first strided, widths doubling to at
+               most 256), a 1x1 conv of the last map to 64-256 (and, FPN-like, that map upsampled x2 (nearest) onto a
+               1x1 lateral of the stage before and a 3x3 conv), one map at stride 8-32; R = 16-256 boxes an image:
+               fixed (a constant [R, 4], drawn from the seed) or proposals (an RPN-like 3x3 conv, objectness and
+               deltas of 3 anchors a pixel by 1x1 convs, a TopK of R over all H W 3 anchors, the R in anchor order (a
+               TopK sorting them), Gathers of their anchors and deltas, decoded (Exp) and clipped); the rois [B R, 5]
+               (the batch index column by an Expand and a Concat) through RoiAlign (torchvision's roi_align: output 7
+               x 7 or 14 x 14, sampling ratio 0 (adaptive) or 2, aligned or not) to [B R, C, o, o]; a box head:
+               Flatten and two FC-ReLU of 256-1024 (o 7, Faster R-CNN's) or 2-4 3x3 conv-BN-ReLU (128-256), a mean and
+               an FC-ReLU (o 7 or 14, at most 128 boxes at 14); class logits (2-91) and box deltas (class-specific or
+               agnostic) by two Linears, concatenated to [B, R, classes + 4 (classes or 1)]
+  sinkhorn     SuperGlue/LoFTR-like matcher over [B, 2, N, 3 + d] (size: N 64-1024 keypoints an image; x, y, score
+               and a descriptor of d 64-256 each, both images in one input): descriptors to D 64-256 by a Linear (+ a
+               keypoint MLP 3-32-64-D with LayerNorms of (x, y, score)), 0-9 attentional propagation layers
+               alternating self and cross (1-8 heads, manual MatMul-Softmax-MatMul or SDPA; cross attends to the
+               other image's set, the sets swapped by a flip; an MLP of [x, message]: Linear, LayerNorm, ReLU or
+               GELU, Linear; a residual), a final Linear, scores d0 d1^T / sqrt(D) [B, N, N] by MatMul (a learned
+               dustbin row and column by Concat, or not: [B, N + 1, N + 1]), T = 3-50 unrolled log-domain Sinkhorn
+               iterations (u = log mu - logsumexp over the columns of Z + v, v = log nu - logsumexp over the rows of
+               Z + u: two ReduceLogSumExp an iteration), the log assignment Z + u + v - norm
 Configs: batch 1 always, one batch of 4-16 and one of 32-64 (dlrm: 64-512 and 1024-2048; fttransformer, kan,
 neuralode and tabnet: 64-256 and 1024-4096), each at a size the family allows (vqvae, capsnet, kan, wavenet, t5enc,
-condconv: the batch halves until the largest intermediate, a vqvae's distances, a capsnet's prediction vectors, a
-kan's spline bases, a wavenet's widest per-step activation, a t5enc's attention scores, a condconv's per-sample
-kernels, is under 2.5e8 floats); a config whose forward pass exceeds `max_gflop` is run at a
+condconv, roihead, sinkhorn: the batch halves until the largest intermediate, a vqvae's distances, a capsnet's
+prediction vectors, a kan's spline bases, a wavenet's widest per-step activation, a t5enc's attention scores, a
+condconv's per-sample kernels, a roihead's pooled box features, a sinkhorn's attention scores or couplings, is under
+2.5e8 floats); a config whose forward pass exceeds `max_gflop` is run at a
 smaller batch (so one run stays under ~30 ms on an H200). hrnet, raft and fttransformer fit their configs in the
 spec instead: each at the largest size up to its drawn one that keeps a run under 500 GFLOP (their convs and
 MatMuls counted from the spec: exact for hrnet and raft, a slight overestimate for fttransformer), else a halved
@@ -420,7 +442,7 @@ FAMILIES = ("cnn_plain", "cnn_mobile", "cnn_grouped", "vit", "swin", "hybrid", "
             "capsnet", "kan", "nascell", "neuralode", "gmlp", "xcit", "stn", "aft", "res2net", "hourglass",
             "retnet", "convmixer", "wavenet", "t5enc", "llama", "maxvit", "focalnet", "levit", "poolformer",
             "mobilevit", "resmlp", "ghostnet", "hardnet", "nystromformer", "rednet", "bigbird", "dgcnn",
-            "deformattn", "condconv", "tabnet")
+            "deformattn", "condconv", "tabnet", "roihead", "sinkhorn")
 # families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's or a vocoder's mel bins,
 # a tcn's, an rnn's or an ssm's C_in, an implicit model's 3 coordinates of each of its S points)
 SEQUENCE = ("encoder", "decoder", "conformer", "tcn", "rnn", "ssm", "vocoder", "implicit", "aft", "retnet",
@@ -1161,6 +1183,38 @@ def arch_spec(family: str, seed: int) -> dict:
         if s["norm"] == "batch":
             del s["vbs"]
         sizes = [16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512]  # features
+    elif family == "roihead":
+        # a two-stage detector's second stage: a small CNN backbone (and an FPN-like merge, or not) to one feature
+        # map, R boxes an image (fixed, or the top R of an RPN-like head's proposals), RoiAlign of every box to o x o
+        # bins, a box head (two FCs, or a few convs) to class logits and box deltas
+        stages = int(r.integers(3, 5))
+        s.update(stem_w=_pick(r, [16, 24, 32]), stages=stages, fpn=bool(r.random() < 0.5),
+                 neck_w=_pick(r, [64, 128, 256]), boxes=_pick(r, ["fixed", "proposals"]),
+                 rois=_pick(r, [16, 32, 64, 128, 256]), out=_pick(r, [7, 14]), sampling=_pick(r, [0, 2]),
+                 aligned=bool(r.random() < 0.5), head=_pick(r, ["fc", "conv"]), hidden=_pick(r, [256, 512, 1024]),
+                 head_convs=int(r.integers(2, 5)), head_w=_pick(r, [128, 256]),
+                 deltas=_pick(r, ["class", "agnostic"]), classes=_pick(r, [2, 21, 81, 91]))
+        s["depths"] = [int(r.integers(1, 3)) for _ in range(stages)]
+        s["widths"] = [min(256, s["stem_w"] * 2 ** (i + 1)) for i in range(stages)]
+        s["stride"] = 2 ** (stages + 1) // (2 if s["fpn"] else 1)    # the stem and every stage stride 2
+        if s["head"] == "fc":   # Faster R-CNN's box head pools to 7 x 7 (a 14 x 14 flatten would be a 50M Linear)
+            s["out"] = 7
+            del s["head_convs"], s["head_w"]
+        elif s["out"] == 14:    # Mask R-CNN's 14 x 14 conv head over at most 128 boxes an image
+            s["rois"] = min(s["rois"], 128)
+        sizes = list(range(256, 641, 64))
+    elif family == "sinkhorn":
+        # a SuperGlue/LoFTR-like matcher: two sets of N keypoints (x, y, score and a descriptor each), a keypoint
+        # encoder, self/cross attention layers, a score matrix by MatMul, T unrolled log-domain Sinkhorn iterations
+        heads = _pick(r, [1, 2, 4, 8])
+        s.update(desc=_pick(r, [64, 128, 256]), dim=_pick(r, [64, 128, 256]), heads=heads,
+                 kenc=bool(r.random() < 0.6), layers=int(r.integers(0, 10)), attn=_pick(r, ["manual", "sdpa"]),
+                 act=_pick(r, ["relu", "gelu"]), iters=_pick(r, [3, 5, 10, 20, 30, 50]),
+                 dustbin=bool(r.random() < 0.7))
+        s["f_in"] = 3 + s["desc"]
+        if s["layers"] == 0:
+            del s["heads"], s["attn"], s["act"]
+        sizes = [64, 128, 256, 384, 512, 768, 1024]          # keypoints an image
     else:  # perceiver
         stem = _pick(r, ["patch", "conv"])
         patch = _pick(r, [4, 8, 16] if stem == "conv" else [4, 6, 8, 12, 14, 16])  # conv: log2(patch) stride-2 convs
@@ -1232,6 +1286,10 @@ def _largest_elems(s: dict, size: int) -> int:
         return max(size * size, max(max(2 * c, w) * size * s["k"] for c, w in zip(cin, s["edges"])))
     if fam == "deformattn":   # the sampled values of all levels and points, D x tokens x levels x points
         return s["dim"] * deformattn_tokens(s, size) * s["levels"] * s["points"]
+    if fam == "roihead":   # the pooled features of an image's boxes, R x C x o x o (a conv head's, R x head_w x o x o)
+        return s["rois"] * max(s["neck_w"], s.get("head_w", 0)) * s["out"] ** 2
+    if fam == "sinkhorn":  # both sets' attention scores (2 x heads x N x N) or the couplings, (N + 1)^2
+        return max(2 * s.get("heads", 0) * size * size, (size + 1) ** 2)
     if fam == "condconv":  # the widest per-sample kernel, C_out x C_in/g x k x k, made for each sample of the batch
         return max(condconv_kernels(s))
     if fam == "maxvit":    # the first stage's attention scores (heads x tokens x window^2) or its MBConv expansion
@@ -6287,6 +6345,191 @@ def _build_tabnet(s, size):
     return TabNet()
 
 
+def roihead_fixed_boxes(s: dict, size: int):
+    """A fixed-box roihead's R boxes (x1, y1, x2, y2, in pixels) at an image size, drawn from the seed: centres
+    uniform over the image, sides 1/16-1/2 of it (log-uniform), aspect 1/2-2, clipped to the image."""
+    g = np.random.default_rng([FAMILIES.index("roihead"), s["seed"], size])
+    n = s["rois"]
+    c = g.uniform(0, size, (n, 2))
+    side = size * np.exp(g.uniform(np.log(1 / 16), np.log(1 / 2), n))
+    ar = np.exp(g.uniform(np.log(0.5), np.log(2.0), n))
+    wh = np.stack([side * np.sqrt(ar), side / np.sqrt(ar)], 1)
+    return np.clip(np.concatenate([c - wh / 2, c + wh / 2], 1), 0, size).astype(np.float32)
+
+
+def _build_roihead(s, size):
+    import torch
+    import torch.nn as nn
+    from torchvision.ops import roi_align
+    stride, R0, o = s["stride"], s["rois"], s["out"]
+
+    class Basic(nn.Module):
+        """Two 3x3 conv-BN (ReLU), a residual (a 1x1 conv-BN shortcut where the shape changes)."""
+        def __init__(self, cin, cout, st):
+            super().__init__()
+            self.a, self.b = _conv_bn(cin, cout, 3, st), _conv_bn(cout, cout, 3, act=None)
+            self.short = None if st == 1 and cin == cout else _conv_bn(cin, cout, 1, st, act=None)
+
+        def forward(self, x):
+            return torch.relu(self.b(self.a(x)) + (x if self.short is None else self.short(x)))
+
+    class RoIHead(nn.Module):
+        """Backbone -> one map at `stride` (neck_w channels) -> rois [B R, 5] (batch index, x1, y1, x2, y2) ->
+        RoiAlign [B R, C, o, o] -> box head -> [B, R, classes + 4 (classes or 1)] (logits, box deltas)."""
+        def __init__(self):
+            super().__init__()
+            self.stem = _conv_bn(3, s["stem_w"], 3, 2)
+            stages, c = [], s["stem_w"]
+            for w, d in zip(s["widths"], s["depths"]):
+                stages.append(nn.Sequential(*[Basic(c if j == 0 else w, w, 2 if j == 0 else 1) for j in range(d)]))
+                c = w
+            self.stages = nn.ModuleList(stages)
+            nw = s["neck_w"]
+            self.lat = nn.Conv2d(s["widths"][-1], nw, 1)
+            if s["fpn"]:   # the last map upsampled x2 onto a 1x1 lateral of the one before, then a 3x3 conv
+                self.lat2, self.smooth = nn.Conv2d(s["widths"][-2], nw, 1), nn.Conv2d(nw, nw, 3, 1, 1)
+            h = size // stride
+            if s["boxes"] == "proposals":   # an RPN: a 3x3 conv, objectness and deltas for 3 anchors a pixel
+                self.rpn = nn.Sequential(nn.Conv2d(nw, nw, 3, 1, 1), nn.ReLU())
+                self.obj, self.reg = nn.Conv2d(nw, 3, 1), nn.Conv2d(nw, 12, 1)
+                ys, xs = torch.meshgrid(torch.arange(h), torch.arange(h), indexing="ij")
+                ctr = (torch.stack([xs, ys], -1).reshape(-1, 1, 2).float() + 0.5) * stride      # [h w, 1, 2]
+                side = 4.0 * stride
+                wh = torch.tensor([[side * r ** 0.5, side / r ** 0.5] for r in (0.5, 1.0, 2.0)])  # [3, 2]
+                self.register_buffer("anchors", torch.cat([ctr - wh / 2, ctr + wh / 2], -1).reshape(-1, 4))
+                self.R = min(R0, 3 * h * h)
+            else:
+                self.register_buffer("fixed", torch.from_numpy(roihead_fixed_boxes(s, size)))
+                self.R = R0
+            nc = s["classes"]
+            if s["head"] == "fc":
+                self.box_head = nn.Sequential(nn.Flatten(1), nn.Linear(nw * o * o, s["hidden"]), nn.ReLU(),
+                                              nn.Linear(s["hidden"], s["hidden"]), nn.ReLU())
+            else:
+                convs = [_conv_bn(nw if i == 0 else s["head_w"], s["head_w"], 3) for i in range(s["head_convs"])]
+                self.box_head = nn.Sequential(*convs, nn.AdaptiveAvgPool2d(1), nn.Flatten(1),
+                                              nn.Linear(s["head_w"], s["hidden"]), nn.ReLU())
+            self.cls = nn.Linear(s["hidden"], nc)
+            self.box = nn.Linear(s["hidden"], 4 * (nc if s["deltas"] == "class" else 1))
+
+        def boxes(self, f):
+            """[B, R, 4]: the fixed boxes, or the top-R anchors by objectness (TopK over h w 3, a TopK sorting the R
+            indices, Gathers), moved by their deltas (centre + d w, size x exp(d), the exp clamped as torchvision's)
+            and clipped."""
+            b = f.shape[0]
+            if s["boxes"] == "fixed":
+                return self.fixed.expand(b, self.R, 4)
+            t = self.rpn(f)
+            score = self.obj(t).permute(0, 2, 3, 1).reshape(b, -1)
+            delta = self.reg(t).permute(0, 2, 3, 1).reshape(b, -1, 4)
+            # the top R anchors, then in anchor order (a sort of the R indices): near-equal scores among the R
+            # would otherwise order the output's rows by float rounding
+            idx = score.topk(self.R, dim=1).indices.sort(dim=1).values           # [B, R]
+            d = delta.gather(1, idx[..., None].expand(b, self.R, 4))
+            a = self.anchors[idx]                                                  # [B, R, 4]
+            wa, ha = a[..., 2] - a[..., 0], a[..., 3] - a[..., 1]
+            cx, cy = a[..., 0] + 0.5 * wa + d[..., 0] * wa, a[..., 1] + 0.5 * ha + d[..., 1] * ha
+            w = wa * torch.exp(d[..., 2].clamp(max=math.log(1000.0 / 16)))
+            hh = ha * torch.exp(d[..., 3].clamp(max=math.log(1000.0 / 16)))
+            return torch.stack([cx - w / 2, cy - hh / 2, cx + w / 2, cy + hh / 2], -1).clamp(0, size)
+
+        def forward(self, x):
+            b = x.shape[0]
+            y, maps = self.stem(x), []
+            for st in self.stages:
+                y = st(y)
+                maps.append(y)
+            f = self.lat(maps[-1])
+            if s["fpn"]:
+                f = self.smooth(self.lat2(maps[-2]) + nn.functional.interpolate(f, scale_factor=2.0, mode="nearest"))
+            boxes = self.boxes(f)
+            idx = torch.arange(b, dtype=x.dtype)[:, None, None].expand(b, self.R, 1)
+            rois = torch.cat([idx, boxes], -1).reshape(-1, 5)
+            pooled = roi_align(f, rois, output_size=o, spatial_scale=1.0 / stride, sampling_ratio=s["sampling"],
+                               aligned=s["aligned"])                                # [B R, C, o, o]
+            z = self.box_head(pooled)
+            return torch.cat([self.cls(z), self.box(z)], -1).reshape(b, self.R, -1)
+
+    return RoIHead()
+
+
+def _build_sinkhorn(s, size):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    D, N, T = s["dim"], size, s["iters"]
+
+    class Propagation(nn.Module):
+        """SuperGlue's attentional propagation: multi-head attention of a set's points to its own set (self) or to
+        the other (cross: the two sets swapped by a flip), the message through an MLP of [x, message] (Linear,
+        LayerNorm, act, Linear), a residual."""
+        def __init__(self):
+            super().__init__()
+            self.h = s["heads"]
+            self.q, self.kv, self.merge = nn.Linear(D, D), nn.Linear(D, 2 * D), nn.Linear(D, D)
+            self.mlp = nn.Sequential(nn.Linear(2 * D, 2 * D), nn.LayerNorm(2 * D), _act(s["act"]),
+                                     nn.Linear(2 * D, D))
+
+        def forward(self, x, src):                              # [B, 2, N, D] each
+            b, h, dh = x.shape[0], self.h, D // self.h
+            q = self.q(x).reshape(b * 2, N, h, dh).transpose(1, 2)
+            k, v = self.kv(src).reshape(b * 2, N, 2, h, dh).permute(2, 0, 3, 1, 4)
+            if s["attn"] == "sdpa":
+                m = F.scaled_dot_product_attention(q, k, v)
+            else:
+                m = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(dh), -1) @ v
+            m = self.merge(m.transpose(1, 2).reshape(b, 2, N, D))
+            return x + self.mlp(torch.cat([x, m], -1))
+
+    class Matcher(nn.Module):
+        """[B, 2, N, 3 + desc] (x, y, score, descriptor of each keypoint of both images) -> descriptors [B, 2, N,
+        D] (a Linear of the descriptor + an MLP of (x, y, score), or one Linear of all) -> layers alternating self
+        and cross -> a final Linear -> scores d0 d1^T / sqrt(D) [B, N, N] (with a learned dustbin row and column:
+        [B, N + 1, N + 1]) -> T log-domain Sinkhorn iterations (u = log mu - logsumexp_j(Z + v), v = log nu -
+        logsumexp_i(Z + u): ReduceLogSumExp over rows, then columns) -> the log assignment Z + u + v - norm."""
+        def __init__(self):
+            super().__init__()
+            if s["kenc"]:
+                self.desc = nn.Linear(s["desc"], D)
+                self.kenc = nn.Sequential(nn.Linear(3, 32), nn.LayerNorm(32), nn.ReLU(), nn.Linear(32, 64),
+                                          nn.LayerNorm(64), nn.ReLU(), nn.Linear(64, D))
+            else:
+                self.desc = nn.Linear(s["f_in"], D)
+            self.layers = nn.ModuleList([Propagation() for _ in range(s["layers"])])
+            self.final = nn.Linear(D, D)
+            if s["dustbin"]:
+                self.bin = nn.Parameter(torch.tensor(1.0))
+                norm = -math.log(2 * N)
+                self.norm = norm
+                mu = torch.full((N + 1,), norm)
+                mu[-1] = math.log(N) + norm
+                self.register_buffer("log_mu", mu)
+            else:
+                self.norm = -math.log(N)
+                self.register_buffer("log_mu", torch.full((N,), self.norm))
+
+        def forward(self, x):
+            b = x.shape[0]
+            if s["kenc"]:
+                d = self.desc(x[..., 3:]) + self.kenc(x[..., :3])
+            else:
+                d = self.desc(x)
+            for i, layer in enumerate(self.layers):
+                d = layer(d, d if i % 2 == 0 else d.flip(1))
+            d = self.final(d)
+            z = d[:, 0] @ d[:, 1].transpose(-1, -2) / math.sqrt(D)                 # [B, N, N]
+            if s["dustbin"]:
+                z = torch.cat([torch.cat([z, self.bin.expand(b, N, 1)], -1), self.bin.expand(b, 1, N + 1)], 1)
+            u = torch.zeros_like(z[:, :, 0])
+            v = torch.zeros_like(z[:, 0, :])
+            for _ in range(T):
+                u = self.log_mu - torch.logsumexp(z + v[:, None, :], 2)
+                v = self.log_mu - torch.logsumexp(z + u[:, :, None], 1)
+            return z + u[:, :, None] + v[:, None, :] - self.norm
+
+    return Matcher()
+
+
 def input_shape(spec: dict, batch: int, size: int) -> tuple:
     if spec["family"] == "implicit":  # N points of 3 coordinates, points first: [B, N, 3]
         return (batch, size, 3)
@@ -6313,6 +6556,8 @@ def input_shape(spec: dict, batch: int, size: int) -> tuple:
         return (batch, 6, size, size)
     if spec["family"] in ("fttransformer", "kan", "neuralode", "tabnet"):  # a table's rows: F numeric features each
         return (batch, size)
+    if spec["family"] == "sinkhorn":  # both images' N keypoints: x, y, score and a descriptor each
+        return (batch, 2, size, spec["f_in"])
     if spec["family"] == "capsnet":  # grey or RGB
         return (batch, spec["in_ch"], size, size)
     return (batch, 3, size, size)
@@ -6325,7 +6570,7 @@ def file_stem(spec: dict, batch: int, size: int) -> str:
     lookups per table), a vocoder's frames x 80 mel bins, a superres's H x W, a gnn's N x (F_in + N), a diffusion's
     H x W, an implicit model's points x 3, a tasnet's 1 x samples, an hrnet's or a raft's H x W, an fttransformer's
     or a tabnet's 1 x features (its input [B, F] has no H), a wavenet's C_in x time steps, a t5enc's sequence x
-    width, a dgcnn's 3 x points."""
+    width, a dgcnn's 3 x points, a sinkhorn's keypoints x (3 + descriptor)."""
     shape = input_shape(spec, batch, size)
     h = shape[-2] if len(shape) > 2 else 1
     return Path(paths.model_file(spec["arch"], batch, h, shape[-1])).stem

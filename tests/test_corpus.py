@@ -30,7 +30,7 @@ SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1,
          "aft": 7, "res2net": 4, "hourglass": 8, "retnet": 2, "convmixer": 5, "wavenet": 10, "t5enc": 3,
          "llama": 3, "maxvit": 1, "focalnet": 11, "levit": 3, "poolformer": 2, "mobilevit": 0,
          "resmlp": 3, "ghostnet": 2, "hardnet": 1, "nystromformer": 5, "rednet": 8, "bigbird": 2, "dgcnn": 8,
-         "deformattn": 5, "condconv": 3, "tabnet": 5}
+         "deformattn": 5, "condconv": 3, "tabnet": 5, "roihead": 2, "sinkhorn": 4}
 # tcn-s1: gated, LayerNorm, an uneven 'same' Pad; perceiver-s8: 2 MHA cross blocks; rnn-s1: a stride-2 Conv1d
 # front-end, 3 GRU layers, a mean head; linattn-s1: conv stem, elu+1 linear attention by MatMul; ssm-s1: 3 Mamba-like
 # blocks, a chunked scan (3 chunks of 64 at T 192); ssm-s5 (S4D, a long-convolution kernel) is exported by seed checks;
@@ -69,6 +69,8 @@ SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1,
 # condconv-s3: 9 mbconv blocks in 5 stages (x4, depthwise 3x3), every conv dynamic (2 experts, Sigmoid, one routing a
 # block), 160 px; tabnet-s5: 4 steps of 2 shared and 2 own GLU layers, sparsemax, ghost BN (512: one at batch 1), 32
 # features
+# roihead-s2: 3 stages to stride 16, 64 fixed boxes, RoiAlign 7 x 7 (adaptive sampling), 2 head convs of 256, 256 px;
+# sinkhorn-s4: 64 keypoints, a keypoint MLP, 5 layers of 8 SDPA heads of 8, 10 Sinkhorn iterations, no dustbin
 
 
 def test_specs_are_seeded_and_reproducible():
@@ -895,12 +897,19 @@ def _assert_a_new_exam(new, before: list, held_out: set, n_exam: int):
                  {"condconv-s3": "condconv", "tabnet-s8": "tabnet", "dgcnn-s23001": "dgcnn",
                   "deformattn-s23000": "deformattn", "fttransformer-s23000": "fttransformer",
                   "timm-lowformer_b1": "named"},
-                 {"condconv", "tabnet"}, 168, id="v23")])
+                 {"condconv", "tabnet"}, 168, id="v23"),
+    # v24: condconv and tabnet train now
+    pytest.param(24, (15, 16, 17, 18, 19, 20, 21, 22, 23), {"condconv-s0", "tabnet-s8", "dgcnn-s23001",
+                                                            "deformattn-s23000", "timm-lowformer_b1",
+                                                            "timm-tresnet_l", "rednet-s0"},
+                 {"roihead-s3": "roihead", "sinkhorn-s8": "sinkhorn", "condconv-s24001": "condconv",
+                  "tabnet-s24000": "tabnet", "ssm-s24000": "ssm", "timm-davit_base": "named"},
+                 {"roihead", "sinkhorn"}, 172, id="v24")])
 def test_exam_is_a_new_exam_over_v11s_training_and_the_joined_exams(version, joined, trains, families, held_out,
                                                                     n_exam):
-    """corpus_split_v<N>.yaml (N = 16-23): v11's training split plus the joined exams' architectures (train:
+    """corpus_split_v<N>.yaml (N = 16-24): v11's training split plus the joined exams' architectures (train:
     join_exams), an exam disjoint from it and from every earlier split by architecture and by (family, seed), the
-    held-out families (three; v19-v23 two) no other split names, fresh seeds of every family seen before,
+    held-out families (three; v19-v24 two) no other split names, fresh seeds of every family seen before,
     >= 6 named models in no other split, half of them CNNs, >= 40% not CNNs overall."""
     from hase.utils import paths
     v11 = corpus.load_split()
@@ -1421,3 +1430,137 @@ def test_v23_family_exports_runs_and_does_what_it_says(tmp_path, fam, seed):
             assert ops_b.count("BatchNormalization") == 1 + 3 * (glu + steps)
             assert ops_b.count("Concat") == glu + steps
             _matches_pytorch(model_b, x_b, y_b)
+
+
+def _roi_align_reference(f: np.ndarray, box: np.ndarray, o: int, scale: float, ratio: int, aligned: bool):
+    """One box's o x o bins in float64, written apart from torchvision (the RoiAlign of Mask R-CNN): the box scaled to
+    the map (less half a pixel where aligned; else at least 1 x 1), each bin the mean of ratio x ratio (adaptive:
+    ceil(box / o)) bilinear samples at the sub-bin centres, a sample outside [-1, H] x [-1, W] zero, clamped inside."""
+    c, h, w = f.shape
+    off = 0.5 if aligned else 0.0
+    x1, y1, x2, y2 = box * scale - off
+    bw, bh = x2 - x1, y2 - y1
+    if not aligned:
+        bw, bh = max(bw, 1.0), max(bh, 1.0)
+    gh = ratio or int(np.ceil(bh / o))
+    gw = ratio or int(np.ceil(bw / o))
+    out = np.zeros((c, o, o))
+    for i in range(o):
+        for j in range(o):
+            acc = np.zeros(c)
+            for iy in range(gh):
+                for ix in range(gw):
+                    y = y1 + i * bh / o + (iy + 0.5) * bh / o / gh
+                    x = x1 + j * bw / o + (ix + 0.5) * bw / o / gw
+                    if y < -1 or y > h or x < -1 or x > w:
+                        continue
+                    y, x = max(y, 0.0), max(x, 0.0)
+                    y0, x0 = min(int(y), h - 1), min(int(x), w - 1)
+                    y1_, x1_ = min(y0 + 1, h - 1), min(x0 + 1, w - 1)
+                    y, x = (y0 if y0 >= h - 1 else y), (x0 if x0 >= w - 1 else x)
+                    ly, lx = y - y0, x - x0
+                    acc += ((1 - ly) * (1 - lx) * f[:, y0, x0] + (1 - ly) * lx * f[:, y0, x1_]
+                            + ly * (1 - lx) * f[:, y1_, x0] + ly * lx * f[:, y1_, x1_])
+            out[:, i, j] = acc / (gh * gw)
+    return out
+
+
+@pytest.mark.parametrize("fam,seed", [("roihead", 2), ("roihead", 7), ("sinkhorn", 8), ("sinkhorn", 3)])
+def test_v24_family_exports_runs_and_does_what_it_says(tmp_path, fam, seed):
+    """The exam v24 held-out families at a small size, batch 2: the project's export path, the CPU EP, ORT equal to
+    PyTorch, and each family's defining structure; roihead: one RoiAlign over [B R] rois of the map at the spec's
+    stride (its output size, sampling ratio and coordinate mode the spec's), a TopK of R over all anchors and one
+    sorting the R indices where the boxes are proposals (else the fixed boxes a constant of the graph), the output [B,
+    R, classes + box deltas]; a sample's output its own (another sample beside it changes nothing in ORT);
+    torchvision's roi_align equal to the bins written apart (bilinear samples averaged); sinkhorn: two ReduceLogSumExp
+    an iteration, one MatMul the score matrix (and each attention layer's two, or its SDPA's); the log assignment
+    equal to the Sinkhorn iterations written out in float64 from the model's scores; every column of the assignment
+    summing to its marginal (1, a dustbin's N), the rows nearer theirs after T iterations than after one (within 5%
+    after 30 or more)."""
+    import onnx
+    import torch
+    size = 256 if fam == "roihead" else 64
+    spec, model, shape, out, sess, x, y = _export_and_run(tmp_path, fam, seed, size, 2)
+    graph = onnx.load(str(out)).graph
+    ops = [n.op_type for n in graph.node]
+    inits = {i.name: onnx.numpy_helper.to_array(i) for i in graph.initializer}
+    attr = lambda n, a: next(onnx.helper.get_attribute_value(t) for t in n.attribute if t.name == a)  # noqa
+    _matches_pytorch(model, x, y)
+    if fam == "roihead":
+        from torchvision.ops import roi_align
+        from hase.model_zoo.generator import roihead_fixed_boxes
+        R, o, nc = model.R, spec["out"], spec["classes"]
+        assert shape == (2, 3, size, size)
+        assert y.shape == (2, R, nc + 4 * (nc if spec["deltas"] == "class" else 1))
+        (ra,) = [n for n in graph.node if n.op_type == "RoiAlign"]
+        assert attr(ra, "output_height") == attr(ra, "output_width") == o
+        assert attr(ra, "sampling_ratio") == spec["sampling"]
+        assert np.isclose(attr(ra, "spatial_scale"), 1 / spec["stride"])
+        mode = attr(ra, "coordinate_transformation_mode")
+        assert mode == (b"half_pixel" if spec["aligned"] else b"output_half_pixel")
+        if spec["boxes"] == "proposals":
+            tks = [n for n in graph.node if n.op_type == "TopK"]    # the top R anchors, then their indices sorted
+            assert len(tks) == 2 and sorted(attr(n, "largest") for n in tks) == [0, 1]
+            assert R == min(spec["rois"], 3 * (size // spec["stride"]) ** 2)
+            for tk in tks:
+                assert inits.get(tk.input[1]) is None or int(np.ravel(inits[tk.input[1]])[0]) == R
+            assert "Exp" in ops
+        else:
+            assert "TopK" not in ops and R == spec["rois"]
+            want = roihead_fixed_boxes(spec, size)
+            assert any(v.shape[-2:] == (R, 4) and np.array_equal(v.reshape(R, 4), want) for v in inits.values())
+        x2 = x.copy()
+        x2[1] = np.random.default_rng(99).standard_normal(x2[1].shape, dtype=np.float32)
+        y2 = sess.run(None, {sess.get_inputs()[0].name: x2})[0]
+        assert np.allclose(y2[0], y[0], rtol=0, atol=1e-6 * np.abs(y).max()) and not np.allclose(y2[1], y[1])
+        g = np.random.default_rng(seed)
+        f = g.standard_normal((1, 4, 12, 12)).astype(np.float32)
+        boxes = np.array([[3.0, 5.0, 60.0, 40.0], [0.0, 0.0, 95.0, 95.0], [20.5, 30.25, 24.0, 33.0]], np.float32)
+        scale = 1 / 8
+        rois = torch.from_numpy(np.concatenate([np.zeros((3, 1), np.float32), boxes], 1))
+        got = roi_align(torch.from_numpy(f), rois, output_size=o, spatial_scale=scale,
+                        sampling_ratio=spec["sampling"], aligned=spec["aligned"]).numpy()
+        for k in range(3):
+            want = _roi_align_reference(f[0].astype(np.float64), boxes[k], o, scale, spec["sampling"],
+                                        spec["aligned"])
+            assert np.allclose(got[k], want, atol=1e-5)
+    else:
+        N, T = size, spec["iters"]
+        n = N + 1 if spec["dustbin"] else N
+        assert shape == (2, 2, N, spec["f_in"]) and y.shape == (2, n, n)
+        assert ops.count("ReduceLogSumExp") == 2 * T
+        per_layer = 0 if spec["layers"] == 0 else 2 if spec["attn"] == "manual" else None
+        if per_layer is not None:
+            assert ops.count("MatMul") - sum(
+                1 for nd in graph.node if nd.op_type == "MatMul" and nd.input[1] in inits) == 1 + per_layer * spec[
+                    "layers"]
+        with torch.no_grad():
+            xt = torch.from_numpy(x)
+            d = model.desc(xt[..., 3:]) + model.kenc(xt[..., :3]) if spec["kenc"] else model.desc(xt)
+            for i, layer in enumerate(model.layers):
+                d = layer(d, d if i % 2 == 0 else d.flip(1))
+            d = model.final(d).double().numpy()
+        z = d[:, 0] @ d[:, 1].transpose(0, 2, 1) / np.sqrt(spec["dim"])
+        if spec["dustbin"]:
+            a = float(model.bin.detach())
+            z = np.concatenate([np.concatenate([z, np.full((2, N, 1), a)], 2), np.full((2, 1, N + 1), a)], 1)
+            norm = -np.log(2 * N)
+            mu = np.full(n, norm)
+            mu[-1] = np.log(N) + norm
+        else:
+            norm = -np.log(N)
+            mu = np.full(n, norm)
+        lse = lambda v, ax: v.max(ax) + np.log(np.exp(v - v.max(ax, keepdims=True)).sum(ax))  # noqa
+        u, v = np.zeros((2, n)), np.zeros((2, n))
+        off = []                                        # each iteration's worst row marginal, relative
+        for _ in range(T):
+            u = mu - lse(z + v[:, None, :], 2)
+            v = mu - lse(z + u[:, :, None], 1)
+            off.append(np.abs(lse(z + u[:, :, None] + v[:, None, :], 2) - mu).max())
+        want = z + u[:, :, None] + v[:, None, :] - norm
+        assert np.allclose(y, want, atol=1e-4 * np.abs(want).max())
+        cols = np.exp(y).sum(1)
+        assert np.allclose(cols, np.exp(mu - norm), rtol=1e-4)
+        assert off[-1] < off[0]                         # the rows move towards their marginals
+        if T >= 30:
+            assert np.allclose(np.exp(want).sum(2), np.exp(mu - norm), rtol=0.05)

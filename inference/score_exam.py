@@ -41,7 +41,8 @@ DEFAULTS = {"timeline_model": "inference/results/nvidia-h200/corpus/timeline_mod
             "frozen_commit": "f63163b", "gpu_minutes": 0.0, "algo": "EXHAUSTIVE", "spread_quantiles": [0.1, 0.9],
             "out": "inference/results/nvidia-h200/exam",
             "panel": "",   # a machine panel (model_zoo/machines_panel_v*.yaml): only its architectures; issue 23's table
-            "machine_response": ""}   # a candidate response.json (fit_machine_response.py), scored beside the shipped
+            "machine_response": "",   # a candidate response.json (fit_machine_response.py), scored beside the shipped
+            "timeline_commit": ""}    # score timeline_model as committed there (the fit a panel was frozen against)
 
 
 def score(d: pd.DataFrame, pred: str) -> dict:
@@ -110,7 +111,8 @@ def by_machine(sessions: pd.DataFrame, d: pd.DataFrame, preds: dict, cfg: dict, 
     model = tm.load(Path(cfg["timeline_model"]))
     out = {"what": "exam models, each machine's median e2e against the uncalibrated and the calibrated prediction; "
                    "session_noise_pct: MAPE of single sessions against their machine's median",
-           "timeline_model": cfg["timeline_model"], "calibration_ref": model.get("calibration_ref"), "by_machine": {}}
+           "timeline_model": cfg.get("timeline_shown", cfg["timeline_model"]), "calibration_ref": model.get("calibration_ref"),
+           "by_machine": {}}
     sessions = sessions[sessions["model"].isin(d["model"])]
     dirs = {Path(x).name: Path(x) for x in paths.expand_globs(cfg["timeline_dirs"])}
     for mach, s in sessions.groupby("machine"):
@@ -349,6 +351,9 @@ def main() -> int:
     cfg = from_args(args, DEFAULTS)
     log = get_logger("inference", args.log_level)
     one_gpu(cfg)
+    if cfg["timeline_commit"]:   # the fit as committed there, not the installed one
+        cfg["timeline_shown"] = f"{cfg['timeline_commit']}:{cfg['timeline_model']}"
+        cfg["timeline_model"] = tm.at_commit(str(cfg["timeline_commit"]), cfg["timeline_model"])
     split = load_split(paths.REPO / cfg["split_file"])
     q = tuple(float(x) for x in cfg["spread_quantiles"])
     panel_archs = read_panel(cfg)
@@ -400,7 +405,7 @@ def main() -> int:
                        "on every machine; the exam split was frozen before any corpus fit",
                "label": cfg["label"] + (" (benchmark/clean_labels.py: processes that never profile)"
                                         if cfg["label"] == "clean" else " (trace_run's own plain timing)"),
-               "timeline_model": cfg["timeline_model"], "frozen_commit": cfg["frozen_commit"],
+               "timeline_model": cfg.get("timeline_shown", cfg["timeline_model"]), "frozen_commit": cfg["frozen_commit"],
                "gpu_minutes": cfg["gpu_minutes"], "sessions_per_model": int(d["sessions"].median()),
                "machines": int(d["machines"].max()), "models": int(len(d)), "architectures": int(d["arch"].nunique()),
                "overall": score(d, "pred_ms"),

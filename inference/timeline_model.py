@@ -449,6 +449,27 @@ def at_bounds(params: dict, free) -> list:
 
 
 # ---- persistence -----------------------------------------------------------------------------
+def at_commit(commit: str, path: str) -> str:
+    """The timeline model file `path` (repository-relative) as committed in `commit`: its folder unpacked by git
+    archive into a temporary directory, with a predictor_dir inside that folder pointed at the unpacked copy. How a
+    scorer judges the fit an exam or a machine panel was frozen against after a refit has replaced it."""
+    import subprocess
+    import tempfile
+    folder = str(Path(path).parent)
+    tmp = Path(tempfile.mkdtemp(prefix=f"hase_fit_{commit[:12]}_"))
+    got = subprocess.run(f"git archive {commit} {folder} | tar -x -C {tmp}", shell=True, cwd=paths.REPO,
+                         capture_output=True, text=True)
+    out = tmp / path
+    if got.returncode != 0 or not out.is_file():
+        raise HaseError(f"timeline_commit: {commit} has no {path} (git archive: {got.stderr.strip()[:200] or 'empty'})")
+    d = json.loads(out.read_text())
+    pd_ = str(d.get("predictor_dir") or "")
+    if pd_ and (pd_ == folder or pd_.startswith(folder + "/")):
+        d["predictor_dir"] = str(tmp / pd_)
+        out.write_text(json.dumps(d))
+    return str(out)
+
+
 def predictor_of(model, explicit=""):
     """The kernel predictor a prediction with this timeline model must use: `explicit` (--set predictor_dir) first,
     else the one the model was fitted with where its GPU/node time comes from a predictor (it records

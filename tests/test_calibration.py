@@ -890,3 +890,25 @@ def test_machine_response_fit_recovers_known_elasticities():
     e = fit(sl.join(resp))
     assert e["dispatch"] == pytest.approx(1.3, abs=0.05) and e["copies"] == pytest.approx(0.8, abs=0.1)
     assert slopes(cells[cells["machine"].isin(["m0", "m1"])], 8.0, 3).empty   # two machines give no slope
+
+
+def test_a_fit_is_scored_as_committed():
+    """timeline_model.at_commit (score_exam's timeline_commit): the fit as one commit holds it, its node-model
+    predictor unpacked beside it and named there, so a panel frozen against a fit is scored by that fit after a
+    refit replaced it; a commit without the file is a one-line error naming the key."""
+    import json
+    import subprocess
+    from pathlib import Path
+    from hase.inference import timeline_model as tm
+    from hase.utils import paths
+    from hase.utils.errors import HaseError
+    if subprocess.run(["git", "rev-parse", "HEAD"], cwd=paths.REPO, capture_output=True).returncode:
+        pytest.skip("not a git checkout")
+    rel = "inference/results/nvidia-h200/corpus/timeline_model.json"
+    got = Path(tm.at_commit("HEAD", rel))
+    d = json.loads(got.read_text())
+    assert Path(d["predictor_dir"]).is_relative_to(got.parents[4]) and (Path(d["predictor_dir"]) / "manifest.json").is_file()
+    assert tm.predictor_of(tm.load(got)) == Path(d["predictor_dir"])
+    assert tm.load(got)["params"] == tm.load(paths.REPO / rel)["params"]
+    with pytest.raises(HaseError, match="timeline_commit"):
+        tm.at_commit("HEAD", "inference/results/nvidia-h200/no_such_fit/timeline_model.json")

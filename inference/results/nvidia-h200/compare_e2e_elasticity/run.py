@@ -35,16 +35,8 @@ FIT_DIR = "inference/results/nvidia-h200/corpus"
 
 
 def fit_of(commit: str) -> str:
-    """That commit's H200 corpus fit, extracted to a temporary folder; the path of its timeline model."""
-    import subprocess
-    import tempfile
-    tmp = Path(tempfile.mkdtemp(prefix="hase_fit_"))
-    subprocess.run(f"git archive {commit} {FIT_DIR} | tar -x -C {tmp}", shell=True, check=True, cwd=REPO)
-    tl = tmp / FIT_DIR / "timeline_model.json"
-    d = json.loads(tl.read_text())
-    d["predictor_dir"] = str(tmp / FIT_DIR / "node_model")
-    tl.write_text(json.dumps(d))
-    return str(tl)
+    """That commit's H200 corpus fit, unpacked to a temporary folder (timeline_model.at_commit)."""
+    return tm.at_commit(commit, f"{FIT_DIR}/timeline_model.json")
 
 
 def binof(b: int) -> str:

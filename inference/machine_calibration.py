@@ -81,8 +81,9 @@ def host_scale(model: dict, target, now: float = None, max_age_s: float = MAX_AG
     """(scale, warning or None). target: a Calibration (benchmark/host_calibration), a dict profile, a number of
     us per node, or None."""
     ratio, warn = host_ratio(model, target, now, max_age_s)
-    return float(ratio ** float(model["calibration_ref"].get("elasticity", 1.0))) if warn is None and ratio != 1.0 \
-        else 1.0, warn
+    if warn is not None or ratio == 1.0:
+        return 1.0, warn
+    return float(ratio ** float(model["calibration_ref"].get("elasticity", 1.0))), None
 
 
 def response_scales(model: dict, target, response: dict, now: float = None, max_age_s: float = MAX_AGE_S) -> tuple:

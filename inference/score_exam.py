@@ -27,6 +27,7 @@ from hase.inference import timeline_model as tm  # noqa: E402
 from hase.inference.fit_corpus_timeline import split_sessions  # noqa: E402
 from hase.inference.fit_measured_timeline import clean_labels, labels, read_clean  # noqa: E402
 from hase.inference import machine_calibration as mc  # noqa: E402
+from hase.inference.node_model import per_group_risk  # noqa: E402
 from hase.model_zoo.corpus import load_split  # noqa: E402
 from hase.utils import paths  # noqa: E402
 from hase.utils.config import base_parser, from_args, save_resolved  # noqa: E402
@@ -122,7 +123,8 @@ def by_machine(sessions: pd.DataFrame, d: pd.DataFrame, preds: dict, cfg: dict, 
         models = [m for m in d["model"] if m in lab_m.index]
         dm = d.set_index("model").loc[models]
         t = pd.DataFrame({"e2e_ms": lab_m.loc[models].to_numpy(), "pred_ms": dm["pred_ms"].to_numpy(),
-                          "batch": dm["batch"].to_numpy()})
+                          "batch": dm["batch"].to_numpy(),
+                          "risk": dm["per_group_risk"].to_numpy() if "per_group_risk" in dm else False})
         row = {"sessions": int(len(s)), "models": len(models), "host_index_us": cal_us,
                "session_noise_pct": noise["mape_pct"], "uncalibrated": score(t, "pred_ms")}
         cal_warn = mc.host_scale(model, cal_us)[1] if np.isfinite(cal_us) else "no calibrated session"
@@ -156,6 +158,21 @@ def by_machine(sessions: pd.DataFrame, d: pd.DataFrame, preds: dict, cfg: dict, 
                     t["calc_ms"] = [rescaled(preds[m][-1], model, cal_us, sc) for m in models]
                     row["copy_gbps"], row["copy_scales"] = got, sc
                     row["calibrated_with_copies"] = score(t, "calc_ms")
+        # the same without the models that carry the per-group risk: one of them can decide a machine's MAPE
+        ok = ~t["risk"].astype(bool)
+        if (~ok).any() and ok.any():
+            keep = set(np.asarray(models)[ok.to_numpy()])
+            sn = s[s["model"].isin(keep)]
+            wr = {"models": int(ok.sum()),
+                  "session_noise_pct": accuracy(sn["e2e_median_ms"], lab_m.loc[sn["model"]].to_numpy())["mape_pct"]}
+            variants = {"uncalibrated": "pred_ms", "calibrated": "cal_ms", "calibrated_response": "calr_ms",
+                        "calibrated_with_copies": "calc_ms"}
+            wr.update({name: score(t[ok], col) for name, col in variants.items() if col in t})
+            b1 = t[ok & (t["batch"].astype(int) == 1)]
+            if len(b1):
+                wr["batch1_median_signed_pct"] = {name: score(b1, col)["median_signed_pct"]
+                                                  for name, col in variants.items() if col in t}
+            row["without_per_group_risk"] = wr
         # per session: each session's own truth against the prediction scaled by the calibration read just before it
         cs = s.dropna(subset=["calib_host_index_us"])
         cs = cs[cs["model"].isin(preds)]  # an exam model without a record has no prediction
@@ -183,6 +200,12 @@ def by_machine(sessions: pd.DataFrame, d: pd.DataFrame, preds: dict, cfg: dict, 
                      row["calibrated_response"]["mape_pct"],
                      f"{row['batch1']['calibrated_response']['median_signed_pct']:+.1f}%"
                      if "calibrated_response" in row.get("batch1", {}) else "-")
+        if "without_per_group_risk" in row:
+            w = row["without_per_group_risk"]
+            log.info("machine %s: without the %d per-group-risk models: noise %.1f%%, MAPE %s", mach,
+                     len(t) - w["models"], w["session_noise_pct"],
+                     ", ".join(f"{k} {w[k]['mape_pct']:.1f}%" for k in ("uncalibrated", "calibrated",
+                                                                          "calibrated_response") if k in w))
         if "calibrated_with_copies" in row:
             log.info("machine %s: with its copy rate too (h2d x%.2f, d2h x%.2f): MAPE %.1f%%, median signed %+.1f%%",
                      mach, row["copy_scales"]["h2d"], row["copy_scales"]["d2h"],
@@ -224,6 +247,21 @@ def merge_machines(old, new: dict, exam: str, report: str) -> dict:
                                                                                           old.get("timeline_model")))
     out["by_machine"] = dict(sorted(rows.items()))
     out["targets"] = machine_targets({m: r for m, r in rows.items() if r.get("exam") == exam})
+    wr = {m: without_risk_row(r) for m, r in rows.items() if r.get("exam") == exam and "without_per_group_risk" in r}
+    if wr:
+        out["targets_without_per_group_risk"] = machine_targets(wr)
+    return out
+
+
+def without_risk_row(r: dict) -> dict:
+    """A by_machine row read on the models without the per-group risk, in machine_targets' fields."""
+    w = r["without_per_group_risk"]
+    out = {"sessions": r.get("sessions"), "models": r.get("models"), "session_noise_pct": w["session_noise_pct"]}
+    if "calibrated" in w:
+        out["mape_pct"] = w["calibrated"]["mape_pct"]
+        b1 = (w.get("batch1_median_signed_pct") or {}).get("calibrated")
+        if b1 is not None:
+            out["batch1_median_signed_pct"] = b1
     return out
 
 
@@ -392,6 +430,9 @@ def main() -> int:
     d["pred_ms_p90"] = [main_pred[m][2] for m in exam]
     d["fallback_share"] = [main_pred[m][3] for m in exam]
     d["unseen_types"] = [main_pred[m][4] for m in exam]
+    # the models whose prediction names the grouped-Conv1d per-group risk (node_model.per_group_risk): decided from
+    # the record alone, before any label; scored apart as well (exam v23: one of them, 58x over, added 11 points)
+    d["per_group_risk"] = [bool(per_group_risk(records[m]["kernels"])) for m in exam]
     base_scores = {}
     for name, b in (cfg["baselines"] or {}).items():
         bp = predictions(b["timeline_model"], b.get("predictor_dir", ""), records, exam, split)
@@ -409,6 +450,8 @@ def main() -> int:
                "gpu_minutes": cfg["gpu_minutes"], "sessions_per_model": int(d["sessions"].median()),
                "machines": int(d["machines"].max()), "models": int(len(d)), "architectures": int(d["arch"].nunique()),
                "overall": score(d, "pred_ms"),
+               "without_per_group_risk": score(d[~d["per_group_risk"]], "pred_ms"),
+               "per_group_risk_models": int(d["per_group_risk"].sum()),
                "by_family": {f: score(t, "pred_ms") for f, t in d.groupby("family")},
                "by_group": {g: score(t, "pred_ms") for g, t in d.groupby("group")},
                "by_batch": {str(k): score(t, "pred_ms") for k, t in d.groupby("batch")},
@@ -449,6 +492,9 @@ def main() -> int:
     o = summary["overall"]
     log.info("exam: %d models, MAPE %.1f%% (±10%%: %.0f%%, median signed %+.1f%%, in band %.0f%%)", o["n"],
              o["mape_pct"], o["within_10pct"], o["median_signed_pct"], o["in_band_pct"])
+    w = summary["without_per_group_risk"]
+    log.info("exam without the %d per-group-risk models: %d models, MAPE %.1f%% (±10%%: %.0f%%)",
+             summary["per_group_risk_models"], w["n"], w["mape_pct"], w["within_10pct"])
     for f, v in summary["by_family"].items():
         log.info("  %-12s n=%3d MAPE %5.1f%%  ±10%% %3.0f%%  signed %+5.1f%%  band %3.0f%%", f, v["n"], v["mape_pct"],
                  v["within_10pct"], v["median_signed_pct"], v["in_band_pct"])

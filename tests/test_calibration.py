@@ -825,6 +825,15 @@ def test_the_machine_table_reads_issue_23s_targets_off_one_exams_machines():
     m = merge_machines({"by_machine": {"old": row(30.0, 5.0, -20.0)}, "exam": "exam_v21"},
                        {"by_machine": good}, "panel_v22", "r")
     assert m["targets"]["machines"] == ["x", "y", "z"] and m["targets"]["met_batch1"]
+    assert "targets_without_per_group_risk" not in m
+    # the same targets read without the models that carry the per-group risk (score_exam's without_per_group_risk)
+    risky = {k: dict(row(90.0, 7.0, 1.0), without_per_group_risk={
+        "models": 68, "session_noise_pct": 6.7, "calibrated": {"mape_pct": 8.0},
+        "batch1_median_signed_pct": {"calibrated": -6.0}}) for k in "xyz"}
+    m = merge_machines(None, {"by_machine": risky}, "panel_v23", "r")
+    assert not m["targets"]["met_noise"]
+    w = m["targets_without_per_group_risk"]
+    assert w["gap_to_noise_pts"]["x"] == pytest.approx(1.3) and w["met_noise"] and not w["met_batch1"]
 
 
 def test_a_machine_panel_scores_only_its_architectures_and_joins_the_machine_table(tmp_path):

@@ -178,6 +178,7 @@ class Predictor:
         self._lock = threading.Lock()
         self._records = {}   # analysis cache: (path, size, mtime) -> record
         self._preps = {}     # record key -> prepared timeline input (read-only)
+        self._response = None   # (machine response, warning) once read (machine_response)
         self._ids = {}       # id(record) -> (record, record key)
         self._local_cal = None   # (time, profile or None, note): calibration="local", reused LOCAL_REUSE_S[device]
         self.fields = self._fields()
@@ -335,16 +336,14 @@ class Predictor:
 
     def machine_response(self) -> tuple:
         """({"dispatch": e_d, "copies": e_c} or None, warning or None): the end-to-end machine response of this
-        target (config machine_response, {target} filled in; inference/fit_machine_response.py)."""
-        from hase.utils import paths
-        p = Path(str(self.cfg.get("machine_response") or "").replace("{target}", self.slug))
-        p = p if p.is_absolute() else paths.REPO / p
-        if not p.is_file():
-            return None, f"config machine_response: {p} not found: calibrated by the node-dispatch elasticity alone"
-        r = (json.loads(p.read_text()).get("response") or {})
-        if not all(isinstance(r.get(k), (int, float)) for k in ("dispatch", "copies")):
-            return None, f"config machine_response: {p} has no response.dispatch/copies: calibrated by the elasticity"
-        return {"dispatch": float(r["dispatch"]), "copies": float(r["copies"])}, None
+        target (config machine_response, {target} filled in; inference/fit_machine_response.py), read once."""
+        if self._response is None:
+            from hase.inference.machine_calibration import load_response
+            from hase.utils import paths
+            p = Path(str(self.cfg.get("machine_response") or "").replace("{target}", self.slug))
+            resp, warn = load_response(p if p.is_absolute() else paths.REPO / p)
+            self._response = (resp, warn and f"{warn}: calibrated by the node-dispatch elasticity alone")
+        return self._response
 
     # ---- prediction --------------------------------------------------------------------------
     def predict(self, model_or_record, load=None, options=None, calibration=None) -> Prediction:

@@ -43,6 +43,7 @@ from hase.utils.logger import get_logger
 DEFAULTS = {"timeline_model": "inference/results/nvidia-h200/corpus/timeline_model.json", "predictor_dir": "",
             "machine_dirs": ["benchmark/results/nvidia-h200/corpus/machine_*"],
             "records": "ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz",
+            "exclude_machines": [],   # folder names: the machines that judge the response never fit it
             "min_machines": 3, "step": 1.1, "out": "inference/results/nvidia-h200/machine_response"}
 
 
@@ -141,10 +142,11 @@ def main() -> int:
     ref = (model.get("calibration_ref") or {}).get("host_index_us")
     if not ref:
         raise HaseError("timeline model has no calibration_ref.host_index_us", cfg["timeline_model"])
-    dirs = [d for d in paths.expand_globs(cfg["machine_dirs"]) if Path(d).is_dir()]
+    dirs = [d for d in paths.expand_globs(cfg["machine_dirs"])
+            if Path(d).is_dir() and Path(d).name not in set(cfg["exclude_machines"])]
     cells = clean_medians(dirs)
     sl = slopes(cells, ref, int(cfg["min_machines"]))
-    recs, missing = available_records(cfg["records"], list(sl.index))
+    recs, _ = available_records(cfg["records"], list(sl.index))
     log.info("%d machines, %d models on >= %d machines, %d with a record", cells["machine"].nunique(), len(sl),
              cfg["min_machines"], len(recs))
     split = load_split(paths.REPO / "model_zoo/corpus_split.yaml")
@@ -158,8 +160,8 @@ def main() -> int:
     t["shipped"] = shipped * t["r_dispatch"]
     lo = lomo(cells, resp, ref, shipped, int(cfg["min_machines"]))
     lo["err_pct"] = (lo["pred_ms"] / lo["e2e_ms"] - 1) * 100
-    per = lo.assign(abs_pct=lo["err_pct"].abs(), b1=lo["model"].str.contains("_bs1_")) \
-        .groupby(["machine", "variant"]).agg(mape_pct=("abs_pct", "mean"), n=("abs_pct", "size")).unstack(1)
+    per = lo.assign(abs_pct=lo["err_pct"].abs()).groupby(["machine", "variant"]) \
+        .agg(mape_pct=("abs_pct", "mean")).unstack(1)
     b1 = lo[lo["model"].str.contains("_bs1_")].groupby(["machine", "variant"])["err_pct"].median().unstack(1)
     summary = {"what": __doc__.splitlines()[0], "timeline_model": cfg["timeline_model"],
                "reference_host_index_us": ref, "shipped_elasticity": shipped, "response": e,

@@ -98,6 +98,20 @@ def response_scales(model: dict, target, response: dict, now: float = None, max_
     return float(ratio ** float(response["dispatch"])), {"h2d": c, "d2h": c}, None
 
 
+def load_response(path) -> tuple:
+    """({"dispatch": e_d, "copies": e_c} or None, warning or None) from inference/fit_machine_response.py's
+    response.json: None and a warning naming the field where the file or its numbers are missing."""
+    from pathlib import Path
+    p = Path(path)
+    if not p.is_file():
+        return None, f"config machine_response: {p} not found"
+    import json
+    r = json.loads(p.read_text()).get("response") or {}
+    if not all(isinstance(r.get(k), (int, float)) for k in ("dispatch", "copies")):
+        return None, f"config machine_response: {p} has no response.dispatch/copies"
+    return {"dispatch": float(r["dispatch"]), "copies": float(r["copies"])}, None
+
+
 def host_ratio(model: dict, target, now: float = None, max_age_s: float = MAX_AGE_S) -> tuple:
     """(target host index / the timeline's reference, warning or None); (1.0, warning) where it cannot be read."""
     ref = (model.get("calibration_ref") or {}).get("host_index_us")

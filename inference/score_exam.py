@@ -95,12 +95,12 @@ def rescaled(prep: dict, model: dict, host_index_us: float, copy_scales: dict = 
 def machine_response(cfg: dict) -> dict:
     """The end-to-end machine response to judge beside the shipped calibration (config machine_response: its
     response.json), or None."""
-    f = cfg.get("machine_response")
-    if not f:
+    if not cfg.get("machine_response"):
         return None
-    if not Path(f).is_file():
-        raise HaseError("config machine_response: file not found", f)
-    return json.loads(Path(f).read_text())["response"]
+    resp, warn = mc.load_response(cfg["machine_response"])
+    if warn:
+        raise HaseError(warn)
+    return resp
 
 
 def by_machine(sessions: pd.DataFrame, d: pd.DataFrame, preds: dict, cfg: dict, log) -> dict:
@@ -116,6 +116,7 @@ def by_machine(sessions: pd.DataFrame, d: pd.DataFrame, preds: dict, cfg: dict, 
            "by_machine": {}}
     sessions = sessions[sessions["model"].isin(d["model"])]
     dirs = {Path(x).name: Path(x) for x in paths.expand_globs(cfg["timeline_dirs"])}
+    resp = machine_response(cfg)
     for mach, s in sessions.groupby("machine"):
         lab_m = s.groupby("model")["e2e_median_ms"].median()
         noise = accuracy(s["e2e_median_ms"], lab_m.loc[s["model"]].to_numpy())
@@ -123,8 +124,7 @@ def by_machine(sessions: pd.DataFrame, d: pd.DataFrame, preds: dict, cfg: dict, 
         models = [m for m in d["model"] if m in lab_m.index]
         dm = d.set_index("model").loc[models]
         t = pd.DataFrame({"e2e_ms": lab_m.loc[models].to_numpy(), "pred_ms": dm["pred_ms"].to_numpy(),
-                          "batch": dm["batch"].to_numpy(),
-                          "risk": dm["per_group_risk"].to_numpy() if "per_group_risk" in dm else False})
+                          "batch": dm["batch"].to_numpy(), "risk": dm["per_group_risk"].to_numpy()})
         row = {"sessions": int(len(s)), "models": len(models), "host_index_us": cal_us,
                "session_noise_pct": noise["mape_pct"], "uncalibrated": score(t, "pred_ms")}
         cal_warn = mc.host_scale(model, cal_us)[1] if np.isfinite(cal_us) else "no calibrated session"
@@ -142,7 +142,6 @@ def by_machine(sessions: pd.DataFrame, d: pd.DataFrame, preds: dict, cfg: dict, 
                 row["batch1"] = {"uncalibrated": score(b1, "pred_ms"), "calibrated": score(b1, "cal_ms")}
                 row["batch1_median_signed_pct"] = row["batch1"]["calibrated"]["median_signed_pct"]
             # the candidate end-to-end response (inference/fit_machine_response.py), frozen before the panel
-            resp = machine_response(cfg)
             if resp:
                 t["calr_ms"] = [rescaled(preds[m][-1], model, cal_us, response=resp) for m in models]
                 row["calibrated_response"] = score(t, "calr_ms")

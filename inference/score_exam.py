@@ -183,6 +183,8 @@ def by_machine(sessions: pd.DataFrame, d: pd.DataFrame, preds: dict, cfg: dict, 
             row["per_session"] = {"uncalibrated": score(ps, "pred_ms"), "calibrated": score(ps, "cal_ms")}
         row.update(gpu_state(s))
         out["by_machine"][str(mach)] = row
+        out.setdefault("_cases", []).append(t.assign(machine=str(mach), model=models, sessions=s.groupby("model").size()
+                                                      .loc[models].to_numpy(), host_index_us=cal_us))
         out.setdefault("_labels", {})[str(mach)] = lab_m
         log.info("machine %s: %d sessions, host %.2f us/node, noise %.1f%%; MAPE %.1f%% uncalibrated, %s%s", mach,
                  len(s), cal_us, noise["mape_pct"], row["uncalibrated"]["mape_pct"],
@@ -472,6 +474,12 @@ def main() -> int:
     if machines:
         mdir = out / "machines"
         mdir.mkdir(parents=True, exist_ok=True)
+        cases = machines.pop("_cases", None)
+        if cases:   # each machine's median against each variant, model by model (one row per machine and model)
+            c = pd.concat(cases, ignore_index=True)
+            lead = ["machine", "model", "batch", "sessions", "host_index_us", "e2e_ms"]
+            c = c[lead + [k for k in c.columns if k not in lead]]
+            paths.atomic_write_text(mdir / "cases.csv", c.to_csv(index=False, float_format="%.5g"))
         paths.atomic_write_text(mdir / "summary.json", json.dumps(machines, indent=1, default=float) + "\n")
     paths.atomic_write_text(out / "cases.csv", d.to_csv(index=False, float_format="%.5g"))
     paths.atomic_write_text(out / "summary.json", json.dumps(summary, indent=1, default=float) + "\n")

@@ -857,6 +857,10 @@ def test_a_machine_panel_scores_only_its_architectures_and_joins_the_machine_tab
     assert not (tmp_path / "nvidia-h100" / "exam").exists()
     mach = json.loads((tmp_path / "nvidia-h100" / "machines" / "summary.json").read_text())
     assert mach["exam"] == "machines_v12" and all(v["models"] <= len(cases) for v in mach["by_machine"].values())
+    # model by model per machine: each machine's rows are its scored models, its median label beside the variants
+    per = pd.read_csv(out / "machines" / "cases.csv")
+    assert set(per["model"]) <= set(cases["model"]) and {"e2e_ms", "pred_ms", "host_index_us"} <= set(per.columns)
+    assert per.groupby("machine").size().to_dict() == {m: v["models"] for m, v in mach["by_machine"].items()}
     panel.write_text(yaml.safe_dump({"split_file": "model_zoo/corpus_split_v13.yaml", "archs": archs}))
     r = subprocess.run([sys.executable, *map(str, args)], cwd=REPO, capture_output=True, text=True,
                        env=__import__("hase.utils.paths", fromlist=["x"]).child_env())
@@ -899,6 +903,11 @@ def test_machine_response_fit_recovers_known_elasticities():
     e = fit(sl.join(resp))
     assert e["dispatch"] == pytest.approx(1.3, abs=0.05) and e["copies"] == pytest.approx(0.8, abs=0.1)
     assert slopes(cells[cells["machine"].isin(["m0", "m1"])], 8.0, 3).empty   # two machines give no slope
+    # dispatch: shipped keeps e_dispatch where it is told and fits the copies on the rest of each slope
+    fixed = fit(sl.join(resp), fixed_dispatch=1.3)
+    assert fixed["dispatch"] == 1.3 and fixed["copies"] == pytest.approx(0.8, abs=0.1)
+    off = fit(sl.join(resp), fixed_dispatch=1.0)   # a dispatch elasticity too small: the copies take up some of it
+    assert off["dispatch"] == 1.0 and off["copies"] > fixed["copies"] + 0.1
 
 
 def test_a_fit_is_scored_as_committed():

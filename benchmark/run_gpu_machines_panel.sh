@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Declared in benchmark/gpu_jobs.yaml; run with `hase gpu-job machines_panel_v22` or `hase gpu-job machines_panel_v23`
-# (a direct run names its panel: PANEL=model_zoo/machines_panel_v23.yaml bash benchmark/run_gpu_machines_panel.sh JOB).
+# Declared in benchmark/gpu_jobs.yaml; run with `hase gpu-job machines_panel_v22`, `hase gpu-job machines_panel_v23` or
+# `hase gpu-job machines_panel_v24` (a direct run names its panel: PANEL=model_zoo/machines_panel_v24.yaml bash
+# benchmark/run_gpu_machines_panel.sh JOB).
 # GPU job (issue 23): a frozen panel of exam architectures (PANEL, model_zoo/machines_panel_v<N>.yaml) and the training
 # anchors, CLEAN_SESSIONS fresh label sessions each on this machine (benchmark/clean_labels.py via run_gpu_corpus.sh
 # with SPLIT=none LABELS_ONLY=1), no records and no traces: what a machine adds is its own labels and its own

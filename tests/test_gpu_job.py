@@ -221,7 +221,7 @@ def test_a_corpus_job_without_the_cuda_ep_stops_before_the_export(tmp_path):
     assert not (tmp_path / "home" / "model_zoo").exists() and not (job / "all_models.txt").exists()
 
 
-@pytest.mark.parametrize("version", [22, 23])
+@pytest.mark.parametrize("version", [22, 23, 24])
 def test_the_machine_panel_is_exam_models_beside_training_anchors(version):
     """Issue 23's machine panel scores machines on models no fit has seen: every panel architecture is in its exam
     split and none in training; the anchors are training architectures (they read the machine's offset)."""

@@ -330,7 +330,8 @@ def format_prediction(res: dict, top: int) -> str:
     if res.get("host_scale") is not None:   # machine calibration (inference/machine_calibration.py)
         cs = res.get("copy_scales") or {}
         lines.append(f"  host side x{res['host_scale']:.3f} for the target's host speed"
-                     + (f", copies x{cs.get('h2d', 1.0):.2f} in and x{cs.get('d2h', 1.0):.2f} out for its copy rate"
+                     + (f", copies x{cs.get('h2d', 1.0):.2f} in and x{cs.get('d2h', 1.0):.2f} out for its "
+                        + ("host speed (machine response)" if res.get("machine_response") else "copy rate")
                         if any(v != 1.0 for v in cs.values()) else "")
                      + (f" ({res['calibration_source']})" if res.get("calibration_source") else ""))
     elif res.get("cpu_scales"):

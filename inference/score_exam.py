@@ -181,6 +181,11 @@ def by_machine(sessions: pd.DataFrame, d: pd.DataFrame, preds: dict, cfg: dict, 
                                "cal_ms": [rescaled(preds[m][-1], model, u)
                                           for m, u in zip(cs["model"], cs["calib_host_index_us"])]})
             row["per_session"] = {"uncalibrated": score(ps, "pred_ms"), "calibrated": score(ps, "cal_ms")}
+            if "without_per_group_risk" in row:   # the same sessions without the risk models
+                ok_s = cs["model"].isin(keep).to_numpy()
+                if ok_s.any():
+                    row["without_per_group_risk"]["per_session"] = {
+                        "uncalibrated": score(ps[ok_s], "pred_ms"), "calibrated": score(ps[ok_s], "cal_ms")}
         row.update(gpu_state(s))
         out["by_machine"][str(mach)] = row
         out.setdefault("_cases", []).append(t.assign(machine=str(mach), model=models, sessions=s.groupby("model").size()
@@ -390,6 +395,7 @@ def main() -> int:
     cfg = from_args(args, DEFAULTS)
     log = get_logger("inference", args.log_level)
     one_gpu(cfg)
+    resolved = dict(cfg)   # what resolved_config.json keeps: the path as given (a commit's temp copy is gone after the run)
     if cfg["timeline_commit"]:   # the fit as committed there, not the installed one
         cfg["timeline_shown"] = f"{cfg['timeline_commit']}:{cfg['timeline_model']}"
         cfg["timeline_model"] = tm.at_commit(str(cfg["timeline_commit"]), cfg["timeline_model"])
@@ -483,7 +489,7 @@ def main() -> int:
         paths.atomic_write_text(mdir / "summary.json", json.dumps(machines, indent=1, default=float) + "\n")
     paths.atomic_write_text(out / "cases.csv", d.to_csv(index=False, float_format="%.5g"))
     paths.atomic_write_text(out / "summary.json", json.dumps(summary, indent=1, default=float) + "\n")
-    save_resolved(cfg, out)
+    save_resolved(resolved, out)
     if out.name.startswith("exam_v") and not cfg["panel"]:  # issue 22's fixed path: the latest scored exam
         latest = out.parent / "exam"
         latest.mkdir(parents=True, exist_ok=True)

@@ -150,6 +150,8 @@ def main() -> int:
     args = p.parse_args()
     cfg = from_args(args, DEFAULTS)
     log = get_logger("inference", args.log_level)
+    if cfg["dispatch"] not in ("fitted", "shipped"):   # before the minutes of predictions below
+        raise HaseError(f"config dispatch: {cfg['dispatch']!r} is neither fitted nor shipped", "dispatch")
     from hase.inference.score_exam import predictions
     from hase.model_zoo.corpus import load_split
     model = tm.load(Path(cfg["timeline_model"]))
@@ -169,8 +171,6 @@ def main() -> int:
     resp = responses({m: p[-1] for m, p in preds.items()}, model, float(cfg["step"]))
     t = sl.join(resp, how="inner")
     shipped = float(model["calibration_ref"].get("elasticity", 1.0))
-    if cfg["dispatch"] not in ("fitted", "shipped"):
-        raise HaseError(f"config dispatch: {cfg['dispatch']!r} is neither fitted nor shipped", "dispatch")
     fixed = shipped if cfg["dispatch"] == "shipped" else None
     e = fit(t, fixed)
     t["fitted"] = e["dispatch"] * t["r_dispatch"] + e["copies"] * t["r_copies"]

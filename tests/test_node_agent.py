@@ -241,6 +241,9 @@ def test_soak_short_variant(tmp_path):
     print(r.stdout)   # RSS start/end and duty cycle in the test's output
     assert r.returncode == 0, r.stderr[-2000:] + r.stdout
     rep = json.loads((tmp_path / "soak.json").read_text())
-    assert rep["ticks"] >= 50 and rep["scrapes"] >= 2
+    # 50 ticks, or, on a loaded host where each tick costs more, as many as the duty rule allows in max_s (the agent
+    # then runs at its duty bound: a stalled agent would read far below it)
+    assert rep["scrapes"] >= 2
+    assert rep["ticks"] >= 50 or (rep["stopped_by"] == "max_s" and rep["duty_limited"] and rep["ticks"] >= 5), rep
     assert rep["duty_cycle"] <= na.MAX_DUTY and rep["rss_growth_mib"] <= rep["config"]["rss_growth_max_mib"]
     assert "RSS after the first tick / at the end" in (tmp_path / "soak.md").read_text()

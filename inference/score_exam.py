@@ -423,6 +423,9 @@ def main() -> int:
         log.warning("%d exam model(s) have no record (the analysis failed on the GPU machine): %s",
                     len(unpredicted), " ".join(unpredicted))
         exam = [m for m in exam if m not in unpredicted]
+        if not exam:   # e.g. a machine panel scored before its exam job made the records
+            raise HaseError(f"none of the {len(unpredicted)} measured exam models has a record in {cfg['records']} "
+                            "(the exam's GPU job makes them; import them first)", "records")
     lab = labels(sessions, q) if cfg["label"] == "trace" else clean_labels(clean, q)
     d = pd.DataFrame({"model": exam})
     d["arch"] = [paths.model_arch(m) for m in exam]

@@ -867,6 +867,25 @@ def test_a_machine_panel_scores_only_its_architectures_and_joins_the_machine_tab
     assert r.returncode != 0 and "split_file" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+def test_an_exam_whose_models_have_no_record_is_one_line_naming_records(tmp_path):
+    """score_exam when no measured exam model has a record (a machine panel scored before its exam job made the
+    records): one line naming `records` and a non-zero exit, not a NaN traceback."""
+    import lzma
+    REPO = Path(__file__).resolve().parent.parent
+    rec = tmp_path / "records.json.xz"
+    rec.write_bytes(lzma.compress(b"{}"))
+    r = subprocess.run([sys.executable, REPO / "inference/score_exam.py", "--config", REPO / "inference/exam_v12.yaml",
+                        "--log-level", "ERROR", "--set", "timeline_model=inference/results/nvidia-h100/corpus/timeline_model.json",
+                        "--set", "timeline_dirs=[benchmark/results/nvidia-h100/corpus/machine_m]",
+                        "--set", f"records={rec}", "--set", f"out={tmp_path / 'nvidia-h100' / 'exam_v12'}"],
+                       cwd=REPO, capture_output=True, text=True,
+                       env=__import__("hase.utils.paths", fromlist=["x"]).child_env())
+    last = r.stderr.strip().splitlines()[-1]
+    assert r.returncode != 0 and "records" in last and "has a record" in last, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "nvidia-h100" / "exam_v12").exists()
+
+
 def test_response_scales_host_terms_and_copies_by_their_own_elasticities():
     """machine_calibration.response_scales: ratio ** e_dispatch on the host terms, ratio ** e_copies on both copy
     directions; unscaled, with the same warnings as host_scale, where the reading cannot be used."""

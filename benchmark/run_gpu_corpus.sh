@@ -11,6 +11,8 @@
 #      LABELS_ONLY=1 the twins and their float32 models are also traced once, for inference/fit_precision_term.py),
 #      SPLIT_FILE (model_zoo/corpus_split.yaml; model_zoo/corpus_split_v12.yaml: exam v12's models with SPLIT=exam),
 #      LABELS_ONLY (0; 1: no trace, CLEAN_SESSIONS label sessions per model from benchmark/clean_labels.py), SESSIONS (2), CLEAN_SESSIONS (0 = SESSIONS; more: extra label-only sessions in a process that never profiles), RECORDS (0|1), SPLIT (all|train|exam|none: ANCHORS alone), WORKERS (14 export processes), RECORD_PROCS (6),
+#      CHUNK ("": the whole split; "i/n": the i-th of n parts of SPLIT's architectures, every n-th of them sorted, so an
+#      exam can be spread over n fresh machines when a session's device time does not hold it; the ANCHORS run on each),
 #      EXAM_SESSIONS (0; > 0: the exam models first, in that many sessions, then everything in SESSIONS),
 #      ANCHORS ("": a YAML list of training architectures exported and traced beside SPLIT's models, e.g.
 #      "[resnet50, mobilenet_v2, vit_b_16, cnn_mobile-s1, vit-s2, encoder-s1, hybrid-s1, unet-s0]": a machine that
@@ -47,7 +49,7 @@ fi
 echo "stage export $(el)"
 if [ "${SPLIT:-all}" != none ]; then  # none: only ANCHORS (e.g. re-tracing a list of training architectures)
   python3 model_zoo/build_corpus.py --set "split=${SPLIT:-all}" --set "split_file=${SPLIT_FILE:-model_zoo/corpus_split.yaml}" \
-    --set "workers=${WORKERS:-14}" 2>&1 | grep -E "failed|done|error"
+    --set "chunk=${CHUNK:-}" --set "workers=${WORKERS:-14}" 2>&1 | grep -E "failed|done|error"
 fi
 if [ -n "${ANCHORS:-}" ]; then
   python3 model_zoo/build_corpus.py --set "archs=$ANCHORS" --set "split_file=${SPLIT_FILE:-model_zoo/corpus_split.yaml}" \

@@ -13,6 +13,7 @@ JOB=${1:?job dir}
 export SPLIT=exam SPLIT_FILE=${SPLIT_FILE:?which frozen exam: model_zoo/corpus_split_vN.yaml} LABELS_ONLY=1
 export CLEAN_SESSIONS=${CLEAN_SESSIONS:-3}
 export RECORDS=${RECORDS:-1}
+export CHUNK=${CHUNK:-}   # "i/n": the i-th of n parts of the exam, on a machine of its own (run_gpu_corpus.sh)
 export TRACE_AFTER=${TRACE_AFTER:-1}   # one CUPTI trace of every model after the labels (0 on the second machine)
 export ANCHORS=${ANCHORS:-[resnet50, mobilenet_v2, vit_b_16, cnn_mobile-s1, vit-s2, encoder-s1, hybrid-s1, unet-s0]}
 bash "$(dirname "${BASH_SOURCE[0]}")/run_gpu_corpus.sh" "$JOB"

@@ -3,6 +3,7 @@
   python model_zoo/build_corpus.py --set split=train [--set workers=12]
   python model_zoo/build_corpus.py --set 'archs=[vit-s3, swin-s0]' --set max_configs=1
   python model_zoo/build_corpus.py --set 'archs=[resnet50, vit-s2]' --set dtype=float16   # float16 twins
+  python model_zoo/build_corpus.py --set split=exam --set chunk=2/4   # the 2nd quarter of the exam's architectures
 
 Each architecture: its configs (generator.arch_spec; a config over `max_gflop` per run gets the largest
 power-of-two batch under it), exported with opset 17, and the first config validated against PyTorch on
@@ -28,7 +29,10 @@ from hase.utils.logger import get_logger  # noqa: E402
 from hase.utils.progress import progress  # noqa: E402
 
 DEFAULTS = {"split": "all", "split_file": "model_zoo/corpus_split.yaml", "archs": [], "workers": 1, "max_gflop": 600.0, "max_configs": 3, "opset": 17,
-            "validate": True, "tolerance": 1e-3, "seed": 0, "dtype": "float32", "tolerance_float16": 0.05}
+            "validate": True, "tolerance": 1e-3, "seed": 0, "dtype": "float32", "tolerance_float16": 0.05,
+            "chunk": ""}
+# chunk "i/n": the i-th of n parts of the split's architectures (sorted, every n-th from the i-th, so each part mixes
+# families), for an exam spread over several machines when one session's device time does not hold it all
 # dtype float16: each architecture's configs exported again as a float16 twin, <arch>-fp16_bs<B>_<H>x<W> (weights,
 # input and every float tensor in float16, as model.half() exports it). A twin is no architecture of the split
 # (manifest split 'precision_twin', twin_of <arch>): no fit trains on it and no exam scores it; it is measured beside
@@ -49,6 +53,19 @@ def plan_configs(spec: dict, g1_of, max_gflop: float, max_configs: int) -> list:
             seen.add((b, c["size"]))
             out.append({"batch": b, "size": c["size"], "asked_batch": c["batch"], "gflop": round(g1 * b, 3)})
     return out
+
+
+def chunk_of(archs: list, chunk: str) -> list:
+    """The `chunk` ("i/n", 1 <= i <= n) part of archs: sorted, every n-th from the i-th; "" keeps them all."""
+    if not chunk:
+        return list(archs)
+    try:
+        i, n = (int(x) for x in str(chunk).split("/"))
+    except ValueError:
+        raise HaseError(f"must be i/n (e.g. 2/4), not '{chunk}'", "chunk") from None
+    if not 1 <= i <= n:
+        raise HaseError(f"'{chunk}': i must be between 1 and n", "chunk")
+    return sorted(archs)[i - 1::n]
 
 
 def export_arch(arch: str, cfg: dict, out_dir: str) -> dict:
@@ -149,6 +166,7 @@ def main() -> int:
         archs = split.train + split.exam
     else:
         raise HaseError(f"split must be train, exam or all, not '{cfg['split']}'")
+    archs = chunk_of(archs, cfg["chunk"])
     out_dir = paths.models_dir()
     out_dir.mkdir(parents=True, exist_ok=True)
     mpath = out_dir / MANIFEST

@@ -838,6 +838,27 @@ def test_an_architecture_that_fails_to_build_is_listed_in_the_manifest(tmp_path)
     assert set(man["failed"]) == {"no_such_net"} and man["failed"]["no_such_net"] and not man["files"], (r.stderr, man)
 
 
+def test_an_exam_in_chunks_covers_every_architecture_once_and_a_bad_chunk_is_one_line(tmp_path):
+    """build_corpus chunk=i/n (an exam spread over n machines): the n parts are disjoint, together the whole exam, each
+    within one architecture of the others in size and each mixing families; chunk 5/4 or 'half' is one line naming
+    `chunk` and a non-zero exit, before anything is exported."""
+    from hase.model_zoo.build_corpus import chunk_of
+    split = corpus.load_split(REPO / "model_zoo/corpus_split_v24.yaml")
+    parts = [chunk_of(split.exam, f"{i}/4") for i in range(1, 5)]
+    assert sorted(a for p in parts for a in p) == sorted(split.exam)
+    assert max(map(len, parts)) - min(map(len, parts)) <= 1
+    assert all(len({split.family[a] for a in p}) >= 10 for p in parts)
+    assert chunk_of(split.exam, "") == list(split.exam)
+    from hase.utils.errors import HaseError
+    with pytest.raises(HaseError, match="chunk: '5/4': i must be between 1 and n"):
+        chunk_of(split.exam, "5/4")
+    r = run_script([REPO / "model_zoo/build_corpus.py", "--set", "split=exam", "--set",
+                    "split_file=model_zoo/corpus_split_v24.yaml", "--set", "chunk=half"], tmp_path, check=False)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: chunk: must be i/n"), r.stderr
+    assert not (tmp_path / "model_zoo/models/corpus_manifest.json").exists()
+
+
 def _assert_a_new_exam(new, before: list, held_out: set, n_exam: int):
     """What every exam since v16 promises against the splits before it: disjoint from its own training split and
     from every earlier split by architecture and by (family, seed); exactly `held_out` held out whole, no earlier

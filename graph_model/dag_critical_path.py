@@ -53,7 +53,17 @@ def available_records(where, models: list, ep: str = "cuda") -> tuple:
     """({model: record} of the models that have one, [models without one]): for corpora where a model's analysis
     may have failed on the GPU machine; the caller names the missing ones."""
     if str(where).endswith(".json.xz"):
-        every = records_in_file(where, ep)
+        if not Path(where).exists():
+            raise HaseError("file not found", where)
+        every, named = {}, set(models)
+        for f in record_shards(where):   # a later shard's record replaces an earlier one, as in records_in_file
+            part = _named_records(f, models)
+            if part is None:
+                part = paths.read_json(f, "records file")
+                if not isinstance(part, dict):
+                    raise HaseError("not a records file ({model: record})", f)
+                part = {m: r for m, r in part.items() if m in named}
+            every.update(part)
         return {m: every[m] for m in models if m in every}, [m for m in models if m not in every]
     out, missing = {}, []
     for m in models:
@@ -73,6 +83,49 @@ def record_shards(where) -> list:
     return [where] + [f for f in shards if f != where]
 
 
+def _named_records(f: Path, models) -> dict | None:
+    """{model: record} of the named models in one records file, each parsed alone from the file's text: the corpus
+    records and their shards are 1.6 GB of JSON, ~55 s and ~7.6 GB to parse whole, where a few records take seconds.
+    The file's records are found by where each opens (`"<model>": {"model": "<model>"`, as json.dumps writes them);
+    None (parse the whole file) unless every record of the file was found so (one per "kernels" and "edges" key)."""
+    import gzip
+    import lzma
+    try:
+        raw = f.read_bytes()
+        raw = lzma.decompress(raw) if f.name.endswith(".xz") else gzip.decompress(raw) if f.name.endswith(".gz") else raw
+        text = raw.decode()
+    except (OSError, EOFError, lzma.LZMAError, UnicodeDecodeError):
+        return None   # read_json says what is wrong with it
+    del raw
+    opens = {}   # model -> where its record's text starts
+    for pat in ('{"model": "', '{"model":"'):   # json.dumps' default separators, or compact ones
+        i = text.find(pat)
+        while i >= 0:
+            colon = text.rfind(":", 0, i)            # "<model>": {"model": ...
+            q1 = text.rfind('"', 0, colon)
+            q0 = text.rfind('"', 0, q1)
+            if text[q1 + 1:i].strip() != ":" or text[max(0, q0 - 4):q0].rstrip()[-1:] not in ("{", ","):
+                return None
+            opens.setdefault(text[q0 + 1:q1], []).append(i)
+            i = text.find(pat, i + 1)
+    n = sum(map(len, opens.values()))
+    if not n or any(len(v) > 1 for v in opens.values()) or any(
+            n != text.count(f'"{k}":{sp}[') + text.count(f'"{k}":{other}[')
+            for k in ("kernels", "edges") for sp, other in ((" ", ""),)):
+        return None
+    dec, out = json.JSONDecoder(), {}
+    for m in models:
+        if m in opens:
+            try:
+                rec, _ = dec.raw_decode(text, opens[m][0])
+            except ValueError:
+                return None
+            if not isinstance(rec, dict) or rec.get("model") != m:
+                return None
+            out[m] = rec
+    return out
+
+
 def records_in_file(where, ep: str = "cuda", models=None) -> dict:
     """{model: record} of one records.json.xz ({model: record}) and its shards (record_shards; a later shard's record
     of a model replaces an earlier one): the named models (each must be there) or all."""
@@ -81,7 +134,9 @@ def records_in_file(where, ep: str = "cuda", models=None) -> dict:
         raise HaseError("file not found", where)
     every = {}
     for f in record_shards(where):
-        part = paths.read_json(f, "records file")
+        part = _named_records(f, models) if models is not None else None
+        if part is None:   # every record, or a file where a named model could not be cut out alone
+            part = paths.read_json(f, "records file")
         if not isinstance(part, dict):
             raise HaseError("not a records file ({model: record})", f)
         every.update(part)

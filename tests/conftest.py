@@ -18,3 +18,13 @@ def tiny_onnx(tmp_path_factory):
     p = tmp_path_factory.mktemp("tiny") / "tiny_bs1_16x16.onnx"
     build_residual_model(p, "tiny", 8, 2, 16)
     return p
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _corpus_records_per_module():
+    """helpers.corpus_records() keeps the corpus records for one module's tests, then lets them go (~7.6 GB)."""
+    yield
+    import gc
+    from helpers import drop_corpus_records
+    drop_corpus_records()
+    gc.collect()

@@ -13,6 +13,33 @@ REPO = Path(__file__).resolve().parent.parent
 from hase.utils.local_prometheus import free_port, start_prometheus  # noqa: F401  (the tests import them from here)
 
 
+CORPUS_RECORDS = REPO / "ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz"
+_CORPUS = {}
+
+
+def corpus_records(models=None) -> dict:
+    """records_in_file(CORPUS_RECORDS[, models]): the H200 corpus records with their shards. All of them are read once
+    per test module (~55 s and ~7.6 GB on a 2-core machine; conftest drops them when the module ends); named ones
+    alone take seconds. Read-only: a test copies a record or kernel before it changes one (dict(k, ...))."""
+    from hase.graph_model.dag_critical_path import records_in_file
+    from hase.utils.errors import HaseError
+    if models is not None and "all" not in _CORPUS:
+        return records_in_file(CORPUS_RECORDS, models=models)   # the named records alone: seconds
+    if "all" not in _CORPUS:
+        _CORPUS["all"] = records_in_file(CORPUS_RECORDS)
+    every = _CORPUS["all"]
+    if models is None:
+        return every
+    missing = [m for m in models if m not in every]
+    if missing:
+        raise HaseError(f"no CUDA record for {missing[0]}", CORPUS_RECORDS)
+    return {m: every[m] for m in models}
+
+
+def drop_corpus_records() -> None:
+    _CORPUS.clear()
+
+
 def run_script(args: list, home, check: bool = True, timeout: float = 900, cwd=None):
     """[script, *args] with the project's Python and HASE_HOME=home; AssertionError with the output tail."""
     env = dict(os.environ, HASE_HOME=str(home))

@@ -15,10 +15,9 @@ REPO = Path(__file__).resolve().parent.parent
 from hase.model_zoo import corpus  # noqa: E402
 from hase.graph_model.dag_critical_path import records_in_file  # noqa: E402
 
-CORPUS_RECORDS = REPO / "ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz"
 from hase.model_zoo.generator import FAMILIES, arch_spec, build_model, file_stem, input_shape  # noqa: E402
 from hase.utils.errors import HaseError  # noqa: E402
-from helpers import run_script  # noqa: E402
+from helpers import corpus_records, run_script  # noqa: E402
 
 # a small seed of each family (measured GFLOP at its first config, CPU export well under a minute in all)
 SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1, "hybrid": 1, "mixer": 0,
@@ -300,7 +299,7 @@ def test_scorer_refuses_training_architectures():
 
 
 def committed_records(n=12):
-    recs = records_in_file(CORPUS_RECORDS)
+    recs = corpus_records()
     return [recs[m] for m in sorted(recs)[:n]]
 
 
@@ -355,7 +354,7 @@ def test_node_model_learns_a_view_ops_dispatch_from_its_neighbours():
     """A view op between two launching nodes dispatches slower (4.5 us) than one next to another view (2.5 us):
     the context comes from the record's execution order, in training and in prediction alike."""
     from hase.inference.node_model import NodeModel, with_context, launchless
-    every = records_in_file(CORPUS_RECORDS)
+    every = corpus_records()
     # runs of views (dlrm's Squeeze/Unsqueeze) and views between GEMMs (an encoder's Reshapes)
     recs = [every[m] for m in sorted(every) if m.startswith(("dlrm-s0_", "encoder-s0_", "cnn_plain-s0_"))]
     ctx = [k for r in recs for k in with_context(r["kernels"])]
@@ -386,7 +385,7 @@ def test_node_model_prices_a_recurrent_node_per_step():
     """An LSTM's time is its steps x a step's time: trained on sequences of 32-256 steps, a 1024-step node is
     predicted about 4x a 256-step one (trees alone cannot extrapolate past what they saw)."""
     from hase.inference.node_model import NodeModel, one_step, recurrent_steps
-    recs = records_in_file(CORPUS_RECORDS)
+    recs = corpus_records()
     lstm = next(k for m in sorted(recs) if m.startswith("rnn-") for k in recs[m]["kernels"] if k["op_type"] == "LSTM")
 
     def at(t, b=1):
@@ -470,6 +469,32 @@ def test_import_corpus_takes_a_labels_only_job(tmp_path):
     (src / "clean_sessions.csv.gz").unlink()
     bad = run(src, tmp_path / "d2")
     assert bad.returncode != 0 and "no trace sessions and no clean labels" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_named_records_are_cut_out_of_the_text_and_equal_a_whole_parse(tmp_path):
+    """records_in_file(models=...) parses only the named records (the corpus records are 1.6 GB of JSON): what it
+    returns equals the whole file's parse, with default or compact separators, a later shard still wins, a model in
+    no file is named in the error, and a file whose records it cannot all locate is parsed whole."""
+    from hase.graph_model.dag_critical_path import _named_records, available_records
+    rec = lambda m, n: {"model": m, "kernels": [{"id": f"k{n}", "attributes": {"axis": 1}}],  # noqa: E731
+                        "edges": [[0, 1]], "note": 'a "quoted" name: "b"'}
+    base = tmp_path / "corpus_records.json.xz"
+    base.write_bytes(lzma.compress(json.dumps({"a": rec("a", 1), "b": rec("b", 2), "c": rec("c", 3)}).encode()))
+    shard = tmp_path / "corpus_records.machine_q.json.xz"
+    shard.write_bytes(lzma.compress(json.dumps({"b": rec("b", 9), "d": rec("d", 4)}, separators=(",", ":")).encode()))
+    assert _named_records(base, ["a", "c"]) == {"a": rec("a", 1), "c": rec("c", 3)}
+    assert _named_records(shard, ["a", "b"]) == {"b": rec("b", 9)}
+    whole = records_in_file(base)
+    assert records_in_file(base, models=["b", "d", "a"]) == {m: whole[m] for m in ("b", "d", "a")}
+    assert whole["b"]["kernels"][0]["id"] == "k9"
+    assert available_records(base, ["d", "z"]) == ({"d": whole["d"]}, ["z"])
+    with pytest.raises(HaseError, match="no CUDA record for z"):
+        records_in_file(base, models=["a", "z"])
+    # records it cannot all locate: one without its "model" first, or a nested {"model": ...}: the file is parsed whole
+    for other in ({"kernels": [], "edges": []}, dict(rec("e", 5), kernels=[{"id": "k", "attributes": {"model": "x"}}])):
+        odd = tmp_path / "odd.json.xz"
+        odd.write_bytes(lzma.compress(json.dumps({"a": rec("a", 1), "e": other}).encode()))
+        assert _named_records(odd, ["e"]) is None and records_in_file(odd, models=["e"])["e"] == other
 
 
 def test_import_writes_new_records_as_a_shard_that_readers_merge(tmp_path):
@@ -618,7 +643,7 @@ def test_a_recurrent_kin_is_still_priced_per_step():
     nm = NodeModel.load(REPO / "inference" / "results" / "nvidia-h100" / "corpus" / "node_model")
     nm.type_codes = {k: v for k, v in nm.type_codes.items() if k != "LSTM"}
     assert "GRU" in nm.type_codes and "LSTM" not in nm.type_codes
-    recs = records_in_file(CORPUS_RECORDS)
+    recs = corpus_records()
     gru = next(k for r in recs.values() for k in r["kernels"] if k["type"] == "GRU")
     lstm = dict(gru, type="LSTM", op_type="LSTM", id="lstm")
     assert nm.kin_types([lstm]) == {"LSTM": "GRU"} and nm.unseen_types([lstm]) == []

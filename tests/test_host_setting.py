@@ -34,9 +34,8 @@ def test_a_study_without_its_settings_is_one_line(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def records():
-    from hase.graph_model.dag_critical_path import records_in_file
-    return records_in_file(REPO / "ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz", "cuda",
-                           ["resnet50_bs1_224x224", "resnet50_bs32_224x224"])
+    from helpers import corpus_records
+    return corpus_records(["resnet50_bs1_224x224", "resnet50_bs32_224x224"])
 
 
 def test_pinned_prediction_follows_each_gpus_study(records, monkeypatch):

@@ -7,10 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hase.graph_model.dag_critical_path import records_in_file
+from helpers import corpus_records
 
 REPO = Path(__file__).resolve().parents[1]
-CORPUS_RECORDS = REPO / "ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz"
 
 
 def test_axis_features_follow_each_ops_axis_rule():
@@ -39,7 +38,7 @@ def test_a_softmax_over_a_non_last_axis_is_priced_slower_at_the_same_shape():
     """Trained on Softmax nodes of equal shapes where the non-last axis runs 4x the time per element, the fitted
     model prices the two apart (without the axis features every other feature is equal between them)."""
     from hase.inference.node_model import NodeModel
-    recs = records_in_file(CORPUS_RECORDS)
+    recs = corpus_records()
     sm = next(k for m in sorted(recs) for k in recs[m]["kernels"]
               if k["op_type"] == "Softmax" and len(k["inputs"][0]["shape"]) == 4)
     others = [k for m in sorted(recs)[:6] for k in recs[m]["kernels"]]

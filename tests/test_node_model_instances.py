@@ -6,10 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hase.graph_model.dag_critical_path import records_in_file
+from helpers import corpus_records
 
 REPO = Path(__file__).resolve().parents[1]
-CORPUS_RECORDS = REPO / "ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz"
 
 
 def test_instances_and_the_floor_statistic():
@@ -29,7 +28,7 @@ def test_an_instance_norm_past_the_training_range_is_priced_at_the_throughput_fl
     """Trained on N*C up to 16,384 at 9 ns per instance, a node of 131,072 instances is priced ~8x one of 16,384
     (the trees alone flatten at the largest they saw); its host dispatch stays that of a small one."""
     from hase.inference.node_model import NodeModel
-    recs = records_in_file(CORPUS_RECORDS)
+    recs = corpus_records()
     inorm = next(k for m in sorted(recs) for k in recs[m]["kernels"] if k["op_type"] == "InstanceNormalization")
     others = [k for m in sorted(recs)[:6] for k in recs[m]["kernels"]]
 
@@ -68,7 +67,7 @@ def test_a_2d_batchnorm_past_the_training_rows_is_priced_at_its_per_element_cost
     """Trained on up to 4,096 rows at 0.6 ns per element, a node of 4x the largest rows is priced ~4x it (the trees
     alone flatten at the largest they saw); a model fitted before this floor predicts as it did."""
     from hase.inference.node_model import NodeModel
-    recs = records_in_file(CORPUS_RECORDS)
+    recs = corpus_records()
     bn = next(k for m in sorted(recs) for k in recs[m]["kernels"]
               if k["op_type"] == "BatchNormalization" and len(k["inputs"][0]["shape"]) == 2)
     others = [k for m in sorted(recs)[:6] for k in recs[m]["kernels"]]
@@ -115,7 +114,7 @@ def test_the_two_pad_kernels_on_the_h200_corpus():
     mach = REPO / "benchmark/results/nvidia-h200/corpus/machine_f"
     nodes = pd.read_csv(mach / "trace_nodes.csv.xz")
     nodes = nodes[nodes["op"] == "Pad"].groupby(["model", "node"])["gpu_us"].median()
-    recs = records_in_file(CORPUS_RECORDS)
+    recs = corpus_records()
     rows = []
     for (m, n), us in nodes.items():
         k = next((k for k in (recs.get(m) or {}).get("kernels", []) if k.get("node_name") == n), None)
@@ -135,7 +134,7 @@ def test_a_generic_pad_of_a_rank_no_training_node_had_is_priced_at_its_per_eleme
     """Trained on 4-D NHWC paddings (generic kernel, 0.1 ns per element) and NCHW ones (fast), a 5-D padding is
     priced at the generic rate and an NCHW one stays fast; a model fitted before this floor predicts as it did."""
     from hase.inference.node_model import NodeModel, pad_generic_elements
-    recs = records_in_file(CORPUS_RECORDS)
+    recs = corpus_records()
     pad = next(k for m in sorted(recs) for k in recs[m]["kernels"] if k["op_type"] == "Pad")
     others = [k for m in sorted(recs)[:6] for k in recs[m]["kernels"]]
 

@@ -6,10 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hase.graph_model.dag_critical_path import records_in_file
+from helpers import corpus_records
 
 REPO = Path(__file__).resolve().parents[1]
-CORPUS_RECORDS = REPO / "ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz"
 
 
 def test_target_round_trip_and_roofline():
@@ -27,7 +26,7 @@ def test_target_round_trip_and_roofline():
 def test_a_node_past_the_training_range_scales_with_its_bytes_on_the_ratio_only():
     from hase.inference.node_model import NodeModel
     from hase.utils.errors import HaseError
-    recs = records_in_file(CORPUS_RECORDS)
+    recs = corpus_records()
     bn = next(k for m in sorted(recs) for k in recs[m]["kernels"]
               if k["op_type"] == "BatchNormalization" and len(k["inputs"][0]["shape"]) == 4)
     others = [k for m in sorted(recs)[:6] for k in recs[m]["kernels"]]
@@ -67,7 +66,7 @@ def test_the_installed_h200_node_model_prices_a_2d_batchnorm_in_proportion_past_
     from hase.inference.node_model import NodeModel, with_context
     nm = NodeModel.load(REPO / "inference/results/nvidia-h200/corpus/node_model")
     assert nm.manifest.get("gpu_target") == "roofline_ratio"
-    ks = with_context(records_in_file(CORPUS_RECORDS)["levit-s3_bs64_288x288"]["kernels"])
+    ks = with_context(corpus_records(["levit-s3_bs64_288x288"])["levit-s3_bs64_288x288"]["kernels"])
     bn = next(k for k in ks if k["op_type"] == "BatchNormalization" and k["inputs"][0]["shape"] == [20736, 320])
 
     def rows(n):

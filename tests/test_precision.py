@@ -51,11 +51,10 @@ def test_the_committed_term_is_physical_and_found_for_both_gpus():
 
 @pytest.fixture(scope="module")
 def h100():
-    from hase.graph_model.dag_critical_path import records_in_file
+    from helpers import corpus_records
     from hase.inference import timeline_model as tm
     from hase.training.train_kernel_model import load_predictor
-    recs = records_in_file(REPO / "ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz", "cuda",
-                           ["resnet50-fp16_bs32_224x224", "resnet50_bs32_224x224"])
+    recs = corpus_records(["resnet50-fp16_bs32_224x224", "resnet50_bs32_224x224"])
     model = tm.load(REPO / "inference/results/nvidia-h100/corpus/timeline_model.json")
     return recs, model, load_predictor(REPO / model["predictor_dir"])
 

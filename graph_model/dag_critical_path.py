@@ -53,17 +53,7 @@ def available_records(where, models: list, ep: str = "cuda") -> tuple:
     """({model: record} of the models that have one, [models without one]): for corpora where a model's analysis
     may have failed on the GPU machine; the caller names the missing ones."""
     if str(where).endswith(".json.xz"):
-        if not Path(where).exists():
-            raise HaseError("file not found", where)
-        every, named = {}, set(models)
-        for f in record_shards(where):   # a later shard's record replaces an earlier one, as in records_in_file
-            part = _named_records(f, models)
-            if part is None:
-                part = paths.read_json(f, "records file")
-                if not isinstance(part, dict):
-                    raise HaseError("not a records file ({model: record})", f)
-                part = {m: r for m, r in part.items() if m in named}
-            every.update(part)
+        every = _merged_records(where, models)
         return {m: every[m] for m in models if m in every}, [m for m in models if m not in every]
     out, missing = {}, []
     for m in models:
@@ -88,15 +78,10 @@ def _named_records(f: Path, models) -> dict | None:
     records and their shards are 1.6 GB of JSON, ~55 s and ~7.6 GB to parse whole, where a few records take seconds.
     The file's records are found by where each opens (`"<model>": {"model": "<model>"`, as json.dumps writes them);
     None (parse the whole file) unless every record of the file was found so (one per "kernels" and "edges" key)."""
-    import gzip
-    import lzma
     try:
-        raw = f.read_bytes()
-        raw = lzma.decompress(raw) if f.name.endswith(".xz") else gzip.decompress(raw) if f.name.endswith(".gz") else raw
-        text = raw.decode()
-    except (OSError, EOFError, lzma.LZMAError, UnicodeDecodeError):
+        text = paths.read_text(f)
+    except paths.READ_ERRORS:
         return None   # read_json says what is wrong with it
-    del raw
     opens = {}   # model -> where its record's text starts
     for pat in ('{"model": "', '{"model":"'):   # json.dumps' default separators, or compact ones
         i = text.find(pat)
@@ -110,8 +95,7 @@ def _named_records(f: Path, models) -> dict | None:
             i = text.find(pat, i + 1)
     n = sum(map(len, opens.values()))
     if not n or any(len(v) > 1 for v in opens.values()) or any(
-            n != text.count(f'"{k}":{sp}[') + text.count(f'"{k}":{other}[')
-            for k in ("kernels", "edges") for sp, other in ((" ", ""),)):
+            n != text.count(f'"{k}": [') + text.count(f'"{k}":[') for k in ("kernels", "edges")):
         return None
     dec, out = json.JSONDecoder(), {}
     for m in models:
@@ -126,20 +110,29 @@ def _named_records(f: Path, models) -> dict | None:
     return out
 
 
-def records_in_file(where, ep: str = "cuda", models=None) -> dict:
-    """{model: record} of one records.json.xz ({model: record}) and its shards (record_shards; a later shard's record
-    of a model replaces an earlier one): the named models (each must be there) or all."""
+def _merged_records(where, models=None) -> dict:
+    """{model: record} over a records file and its shards, a later shard's record of a model replacing an earlier one:
+    every record, or those of the named models found (each parsed alone where _named_records can)."""
     where = Path(where)
     if not where.exists():
         raise HaseError("file not found", where)
-    every = {}
+    every, named = {}, None if models is None else set(models)
     for f in record_shards(where):
         part = _named_records(f, models) if models is not None else None
         if part is None:   # every record, or a file where a named model could not be cut out alone
             part = paths.read_json(f, "records file")
-        if not isinstance(part, dict):
-            raise HaseError("not a records file ({model: record})", f)
+            if not isinstance(part, dict):
+                raise HaseError("not a records file ({model: record})", f)
+            if named is not None:
+                part = {m: r for m, r in part.items() if m in named}
         every.update(part)
+    return every
+
+
+def records_in_file(where, ep: str = "cuda", models=None) -> dict:
+    """{model: record} of one records.json.xz ({model: record}) and its shards (record_shards; a later shard's record
+    of a model replaces an earlier one): the named models (each must be there) or all."""
+    every = _merged_records(where, models)
     out = {}
     for m in (models if models is not None else sorted(every)):
         rec = every.get(m)

@@ -19,21 +19,14 @@ _CORPUS = {}
 
 def corpus_records(models=None) -> dict:
     """records_in_file(CORPUS_RECORDS[, models]): the H200 corpus records with their shards. All of them are read once
-    per test module (~55 s and ~7.6 GB on a 2-core machine; conftest drops them when the module ends); named ones
-    alone take seconds. Read-only: a test copies a record or kernel before it changes one (dict(k, ...))."""
+    per test module (~55 s and ~7.6 GB on a 2-core machine; conftest drops them when the module ends); named ones are
+    cut out of the files alone (seconds). Read-only: a test copies a record or kernel before it changes one."""
     from hase.graph_model.dag_critical_path import records_in_file
-    from hase.utils.errors import HaseError
-    if models is not None and "all" not in _CORPUS:
-        return records_in_file(CORPUS_RECORDS, models=models)   # the named records alone: seconds
+    if models is not None:
+        return records_in_file(CORPUS_RECORDS, models=models)
     if "all" not in _CORPUS:
         _CORPUS["all"] = records_in_file(CORPUS_RECORDS)
-    every = _CORPUS["all"]
-    if models is None:
-        return every
-    missing = [m for m in models if m not in every]
-    if missing:
-        raise HaseError(f"no CUDA record for {missing[0]}", CORPUS_RECORDS)
-    return {m: every[m] for m in models}
+    return _CORPUS["all"]
 
 
 def drop_corpus_records() -> None:

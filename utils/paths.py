@@ -212,14 +212,22 @@ def kernel_records(patterns, device: str) -> list:
     return hits
 
 
+READ_ERRORS = (OSError, EOFError, lzma.LZMAError, UnicodeDecodeError)
+
+
+def read_text(path) -> str:
+    """A file's text, gunzipped (.gz) or unxz'd (.xz) by its name; READ_ERRORS when it cannot be read."""
+    if str(path).endswith(".gz"):  # committed GPU records are gzipped to keep the tree small
+        with gzip.open(path, "rt") as f:
+            return f.read()
+    if str(path).endswith(".xz"):  # ... or all of a device's records in one xz JSON
+        return lzma.decompress(Path(path).read_bytes()).decode()
+    return Path(path).read_text()
+
+
 def read_json(path, what: str):
     """Parsed JSON of a file; unreadable or invalid -> HaseError 'not a readable <what>'."""
     try:
-        if str(path).endswith(".gz"):  # committed GPU records are gzipped to keep the tree small
-            with gzip.open(path, "rt") as f:
-                return json.loads(f.read())
-        if str(path).endswith(".xz"):  # ... or all of a device's records in one xz JSON
-            return json.loads(lzma.decompress(Path(path).read_bytes()))
-        return json.loads(Path(path).read_text())
-    except (OSError, EOFError, lzma.LZMAError, json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        return json.loads(read_text(path))
+    except (*READ_ERRORS, json.JSONDecodeError, RecursionError) as e:
         raise HaseError(f"not a readable {what} ({type(e).__name__})", path)

@@ -475,6 +475,31 @@ def test_cpu_transfer_judge_on_the_committed_sessions(tmp_path):
     assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].startswith("error: ")
 
 
+def test_cpu_sources_compare_pairs_leave_the_target_out(tmp_path):
+    """compare_cpu_sources.py: per target, each source's calibrated MAPE and the geometric mean of the two other
+    CPUs' predictions (a model over-predicted 2x by one source and under-predicted 2x by the other is exact in the
+    pair); a judgement folder without cases.csv is one line naming it."""
+    def judgement(name, pred):
+        d = tmp_path / name
+        d.mkdir()
+        pd.DataFrame({"model": ["m1", "m2"], "measured_ms": [10.0, 4.0], "calibrated_ms": pred}).to_csv(
+            d / "cases.csv", index=False)
+        return d
+    cfg = tmp_path / "cpu_sources.yaml"
+    cfg.write_text(f"judgements:\n  a->c: {judgement('ac', [20.0, 4.2])}\n  b->c: {judgement('bc', [5.0, 4.2])}\n"
+                   f"out: {tmp_path / 'out'}\n")
+    run_script([REPO / "inference/compare_cpu_sources.py", "--config", cfg], tmp_path)
+    s = json.loads((tmp_path / "out/summary.json").read_text())
+    assert s["single"]["a->c"]["mape_pct"] == pytest.approx(52.5)
+    assert s["single"]["b->c"]["mape_pct"] == pytest.approx(27.5)
+    pair = s["pair"]["a+b->c"]
+    assert pair["mape_pct"] == pytest.approx(2.5) and pair["within_10pct"] == 100.0
+    assert pair["mean_of_single_mape_pct"] == pytest.approx(40.0)
+    cfg.write_text(f"judgements:\n  a->c: {tmp_path / 'none'}\nout: {tmp_path / 'out2'}\n")
+    bad = run_script([REPO / "inference/compare_cpu_sources.py", "--config", cfg], tmp_path, check=False)
+    assert bad.returncode == 2 and "none/cases.csv" in bad.stderr.strip().splitlines()[-1]
+
+
 def test_cpu_scaling_follows_node_size_with_the_ladder():
     """Small nodes are not split across threads: with a ladder in both profiles, a target whose large kernels run
     2x slower but whose small chains run as fast scales a 1 MFLOP node's compute by ~1 and a 1 GFLOP node's by 2

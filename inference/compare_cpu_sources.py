@@ -1,0 +1,77 @@
+"""Issue 23 item 5, a compare report: CPU timelines carried between CPUs by calibration alone, one source CPU or two.
+
+  python inference/compare_cpu_sources.py [--set out=DIR]
+
+Reads the cases.csv of inference/judge_cpu_transfer.py judgements (one per source CPU -> target CPU, the same models
+on both sides, each prediction scaled by the target's calibration) and writes, per target CPU:
+  single   each source's calibrated prediction against the target's median over sessions
+  pair     the geometric mean of the other two CPUs' calibrated predictions (leave one CPU out: the target's own
+           sessions are in neither source), what a predictor built on the other CPUs would say
+Nothing is fitted here. Writes OUT/summary.json and prints the table.
+"""
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from hase.utils import paths
+from hase.utils.config import base_parser, from_args, save_resolved
+from hase.utils.errors import HaseError, run_main
+from hase.utils.logger import get_logger
+
+DEFAULTS = {"judgements": {}, "out": ""}   # inference/cpu_sources.yaml: "source->target": judgement folder
+
+
+def scores(pred: pd.Series, meas: pd.Series) -> dict:
+    e = 100 * (pred / meas - 1)
+    return {"n": int(len(e)), "mape_pct": float(np.mean(np.abs(e))), "within_10pct": float(100 * np.mean(np.abs(e) <= 10)),
+            "median_signed_pct": float(np.median(e))}
+
+
+def main() -> int:
+    p = base_parser("CPU timelines between CPUs: one source CPU or the geometric mean of two", "inference",
+                    "cpu_sources.yaml")
+    args = p.parse_args()
+    cfg = from_args(args, DEFAULTS, required=("out",))
+    log = get_logger("inference", args.log_level)
+    cases = {}
+    for pair, folder in cfg["judgements"].items():
+        if "->" not in pair:
+            raise HaseError(f"config judgements: key '{pair}' is not 'source->target'")
+        f = paths.csv_or_gz(Path(folder) / "cases.csv")
+        try:
+            c = pd.read_csv(f)
+        except (OSError, ValueError) as ex:
+            raise HaseError(f"cannot read ({ex})", f) from ex
+        miss = {"model", "measured_ms", "calibrated_ms"} - set(c.columns)
+        if miss:
+            raise HaseError(f"column '{sorted(miss)[0]}' missing", f)
+        cases[tuple(pair.split("->"))] = c.set_index("model")
+    out = {"single": {}, "pair": {}}
+    for (s, t), c in cases.items():
+        out["single"][f"{s}->{t}"] = scores(c["calibrated_ms"], c["measured_ms"])
+    for t in sorted({t for _, t in cases}):
+        srcs = sorted(s for s, tt in cases if tt == t)
+        if len(srcs) < 2:
+            continue
+        a, b = cases[(srcs[0], t)], cases[(srcs[1], t)]
+        idx = a.index.intersection(b.index)
+        geo = np.sqrt(a.loc[idx, "calibrated_ms"] * b.loc[idx, "calibrated_ms"])
+        out["pair"][f"{'+'.join(srcs)}->{t}"] = dict(scores(geo, a.loc[idx, "measured_ms"]),
+                                                     mean_of_single_mape_pct=float(np.mean(
+                                                         [out["single"][f"{s}->{t}"]["mape_pct"] for s in srcs])))
+    for kind, rows in out.items():
+        for k, v in rows.items():
+            log.info("%-6s %-32s MAPE %5.1f%%  within ±10%% %5.1f%%  median %+5.1f%%  (n %d)", kind, k, v["mape_pct"],
+                     v["within_10pct"], v["median_signed_pct"], v["n"])
+    o = Path(cfg["out"])
+    o.mkdir(parents=True, exist_ok=True)
+    paths.atomic_write_text(o / "summary.json", json.dumps(out, indent=1))
+    save_resolved(cfg, o)
+    log.info("wrote %s", o / "summary.json")
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)

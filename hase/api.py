@@ -161,6 +161,14 @@ class Predictor:
                 if cand.exists():
                     self.model, self.timeline_path = load_timeline_model(dict(cfg, timeline_model=str(cand)), self.slug)
                     break
+        self.fallback = False   # this CPU has no timeline: the shipped CPU corpus's, scaled by a local calibration
+        if (self.device == "cpu" and self.model is None and target in ("cpu", "local-cpu") and not cfg["predictor_dir"]
+                and not (paths.train_models_dir() / self.slug / "manifest.json").exists()):
+            from hase.inference.runtime import cpu_fallback_timeline
+            if cpu_fallback_timeline().exists():
+                self.model, self.timeline_path = load_timeline_model(
+                    dict(cfg, timeline_model=str(cpu_fallback_timeline())), self.slug)
+                self.fallback = True
         pdir = tm.predictor_of(self.model, cfg["predictor_dir"]) or paths.train_models_dir() / self.slug
         if cfg["predictor_dir"] and not (Path(pdir) / "manifest.json").exists():   # named, so never passed over
             raise HaseError("predictor_dir: " + ("not found" if not Path(pdir).exists() else
@@ -351,7 +359,8 @@ class Predictor:
         None: idle, as measured) with session `options` (None: ORT's defaults). calibration: the target node's host
         calibration (benchmark/host_calibration.py profile, dict or path, or its host_index_us): host-side terms
         scaled by it (inference/machine_calibration.py); "local": this machine's, read now (about 1-2 s, then reused
-        10 min; only where this machine is the target); None: the training machines' host speed."""
+        10 min; only where this machine is the target); None: the training machines' host speed, except on a CPU without a
+        timeline of its own (`fallback`: the CPU corpus's, always scaled by "local"); False: not scaled at all."""
         from hase.inference.runtime import predict_record
         record = self._record(model_or_record)
         if record.get("device") != self.device:
@@ -368,7 +377,20 @@ class Predictor:
             ld, info, w = self.check_load(load)
             src = "given"
         warns += [w] if isinstance(w, str) else list(w or [])
-        model, copy_sc = self.model, None
+        model, copy_sc, trees_scales = self.model, None, None
+        if self.fallback:   # another CPU's timeline: scaled by this machine's calibration unless told not to
+            from hase.inference.runtime import CPU_FALLBACK_MAPE
+            calibration = "local" if calibration is None else calibration
+            ref = model.get("calibration_ref") or {}
+            warns.append(f"no CPU EP timeline of this machine ({self.slug}): predicted with the CPU corpus's node "
+                         f"trees ({self.timeline_path}; {', '.join(ref.get('cpus') or ['?'])}, "
+                         f"{model.get('threads')} intra-op threads) "
+                         + (f"scaled by this machine's calibration ({CPU_FALLBACK_MAPE})" if calibration is not False
+                            else "not scaled (calibration off): at that CPU's speed")
+                         + f", for a session with {model.get('threads')} intra-op threads; measure this CPU for its "
+                         f"own (hase pipeline --device cpu)")
+        if calibration is False:   # explicitly none
+            calibration = None
         if isinstance(calibration, str) and calibration == "local" and model is not None:
             calibration, note = self.local_calibration()
             info = dict(info, calibration_source=note)
@@ -383,7 +405,14 @@ class Predictor:
                 scales, cw = mc.cpu_scales(model, calibration)
                 model = mc.calibrated_cpu_model(model, scales)
                 info = dict(info, cpu_scales=scales)
-            elif model.get("node_source") == "trees":   # CPU EP node trees (fit_cpu_timeline): no scaling of them yet
+            elif model.get("node_source") == "trees" and model.get("scale_lines"):   # CPU EP node trees: each
+                # node's time scaled by its own line's ratio (mc.cpu_node_ratios), per-node term and c0 by the host
+                scales, cw = mc.cpu_scales(model, calibration)
+                model = dict(model, params=dict(model["params"],
+                                                c0_us=float(model["params"].get("c0_us", 0.0)) * scales["host"]))
+                trees_scales = scales
+                info = dict(info, cpu_scales=scales)
+            elif model.get("node_source") == "trees":   # older CPU node trees, without the lines to scale them by
                 cw = ("calibration not applied: this CPU timeline's node compute comes from node trees, which a "
                       "calibration does not scale yet; predicted at the speed of the CPU it was measured on ("
                       + ", ".join((model.get("calibration_ref") or {}).get("cpus") or ["unknown"]) + ")")
@@ -428,6 +457,12 @@ class Predictor:
                 from hase.inference.runtime import record_risks
                 prep.update(kernel_ms={k["id"]: 0.0 for k in record["kernels"]}, standalone_sum_ms=0.0, unseen_types=[],
                             risks=record_risks(record))
+            if trees_scales:   # the trees' node times at the target's speed (the cached prep stays unscaled)
+                from hase.inference.machine_calibration import cpu_node_ratios
+                r = cpu_node_ratios(model, trees_scales, record)
+                ids = [k.get("id", str(i)) for i, k in enumerate(record["kernels"])]
+                prep = dict(prep, dev=prep["dev"] * r, h=prep["h"] * trees_scales["host"],
+                            kernel_ms={i: prep["kernel_ms"][i] * x for i, x in zip(ids, r) if i in prep["kernel_ms"]})
             if copy_sc:
                 from hase.inference.machine_calibration import calibrated_copies
                 prep = calibrated_copies(prep, copy_sc)
@@ -459,7 +494,7 @@ class Predictor:
                 warns = [x for x in warns if not isinstance(x, LaunchWaitWarning)]
                 warns.append(f"the timeline model for {self.target} has no interference terms ({self.timeline_path}):"
                              f" predicted at idle, the given load is not applied")
-        if (self.device == "cpu" and self.model is not None and "cpu_scales" not in info
+        if (self.device == "cpu" and self.model is not None and "cpu_scales" not in info and not self.fallback
                 and self.slug not in Path(str(self.timeline_path)).parts):
             # a CPU timeline is one CPU's at one thread count (inference/results/<cpu>/...): the target's name is
             # this machine's, the numbers are not (README: the committed Xeon's, given on an AMD EPYC)

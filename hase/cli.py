@@ -145,9 +145,11 @@ def predict_main(argv) -> int:
         warn.append(f"no load given for {target} (not this machine's device): predicted at idle; pass "
                     f"--metrics-file or --prometheus")
     if calibration is None and (args.calibrate or (args.calibrate is None and local and pred.device == "cuda")):
-        # this GPU's host speed (issue 23). Not by default on the CPU EP: a CPU timeline is normally fitted on this
-        # machine already, and moved to another CPU calibration does not yet help (README, CPU EP)
+        # this GPU's host speed (issue 23). Not by default on the CPU EP: a CPU timeline is normally this machine's
+        # own; where it has none, the Predictor calibrates the shipped fallback itself (hase.api, README CPU EP)
         calibration = "local"
+    elif calibration is None and args.calibrate is False:   # --no-calibrate: not even a CPU fallback's own
+        calibration = False
     if args.sweep or args.slo_ms is not None:
         if not args.sweep or args.trace:
             raise HaseError("--slo-ms needs --sweep" if not args.sweep else "--trace takes one model, not a --sweep")

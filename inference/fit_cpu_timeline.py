@@ -234,6 +234,8 @@ def model_json(terms: dict, spread_: list, cfg: dict, train: list, table: dict, 
          "calibration_ref": cfg.get("_calibration_ref") or {}}
     if source == "lines":
         m["gpu_table"] = table
+    elif source == "trees":   # not the node compute: what splits each node's time into host, FLOPs and bytes when a
+        m["scale_lines"] = table   # calibration carries the trees to another CPU (machine_calibration.cpu_node_ratios)
     return m
 
 

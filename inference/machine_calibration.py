@@ -445,6 +445,19 @@ def calibrated_cpu_model(model: dict, scales: dict) -> dict:
     return dict(model, gpu_table=table, host_table=ht, params=p, cpu_scales=dict(scales))
 
 
+def cpu_node_ratios(model: dict, scales: dict, record: dict) -> np.ndarray:
+    """Per node of `record`: how much longer it runs on the target than where a CPU node-trees timeline was
+    measured. The trees price a node's shape at the reference CPU's speed, and do not say how much of that time is
+    dispatch, FLOPs or bytes; the lines fitted on the same nodes (`scale_lines`) do: the ratio is the node's own line
+    scaled by cpu_scales (host, class FLOP rate with the node-size ladder, bytes) over the line unscaled; the host
+    ratio where the line is 0 (Reshape). Judged between CPUs: inference/results/cpu-intel-r-xeon-r-processor/unseen_vm/."""
+    from hase.inference.timeline_model import gpu_table_us
+    base = dict(model, gpu_table=model["scale_lines"])
+    l0 = gpu_table_us(record, base["gpu_table"])
+    l1 = gpu_table_us(record, calibrated_cpu_model(base, scales)["gpu_table"])
+    return np.where(l0 > 1e-9, l1 / np.maximum(l0, 1e-9), scales["host"])
+
+
 # ---- this machine, now ------------------------------------------------------------------------
 LOCAL_READINGS = 5          # host-chain readings in the predicting process; their median is the host index
 LOCAL_BUSY_MAX_PCT = 50.0   # other processes' CPU use (% of all cores) above which a reading is not this host's idle speed

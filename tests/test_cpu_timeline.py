@@ -171,9 +171,33 @@ def test_node_trees_on_the_cpu_corpus_fit_save_and_predict_through_the_predictor
     pred = p.predict(rec)
     row = cases.set_index("model").loc[held[0]]
     assert pred.total_ms == pytest.approx(row["pred_e2e_ms"], rel=1e-3)   # the fit's judgement is the product's
-    # a calibration of another CPU: node trees are not scaled by it yet, and the prediction says so
-    cal = {"device": "cpu", "threads": 2, "host_index_us": 1.0, "compute": {"conv_gflops": 50.0, "matmul_gflops": 50.0,
-                                                                          "add_gbps": 10.0}}
-    slow = p.predict(rec, calibration=cal)
-    assert slow.total_ms == pytest.approx(pred.total_ms, rel=1e-6)
-    assert any("calibration not applied" in w and "node trees" in w for w in slow.warnings)
+    # a calibration of another CPU scales each node's tree time by its own line's ratio (scale_lines, fitted on the
+    # same nodes), the per-node term and c0 by the host index (machine_calibration.cpu_node_ratios)
+    ref = model["calibration_ref"]
+    assert model["scale_lines"]["key"] == "cpu" and ref.get("conv_gflops") and ref.get("host_index_us")
+    rates = {k: ref[k] for k in ("conv_gflops", "matmul_gflops", "add_gbps")}
+    same = p.predict(rec, calibration={"device": "cpu", "threads": 2, "host_index_us": ref["host_index_us"],
+                                       "compute": rates})
+    assert same.total_ms == pytest.approx(pred.total_ms, rel=1e-9)   # the CPU it was measured on: unchanged
+    slow = p.predict(rec, calibration={"device": "cpu", "threads": 2, "host_index_us": ref["host_index_us"],
+                                       "compute": {k: v / 3 for k, v in rates.items()}})
+    assert 2.0 < slow.total_ms / pred.total_ms < 3.0 + 1e-9   # compute 3x slower, dispatch as fast
+    assert not any("calibration not applied" in w for w in slow.warnings)
+    # host 2x slower alone: the model with the smaller nodes slows more (its time is more dispatch), neither 2x
+    host2 = {"device": "cpu", "threads": 2, "host_index_us": 2 * ref["host_index_us"], "compute": rates}
+    ratio = {}
+    for m in (held[0], held[-1]):
+        r = dict(recs[m], device="cpu")
+        ratio[m] = (p.predict(r, calibration=host2).total_ms / p.predict(r).total_ms,
+                    p.predict(r).total_ms / len(r["kernels"]))
+    (a, us_a), (b, us_b) = ratio.values()
+    assert 1.0 < min(a, b) and max(a, b) < 2.0
+    assert (a > b) == (us_a < us_b)
+    # an older trees timeline without the lines: predicted at its own CPU's speed, and it says so
+    old = dict(model)
+    old.pop("scale_lines")
+    (out / "old.json").write_text(json.dumps(old))
+    po = Predictor("cpu", timeline_model=out / "old.json")
+    o = po.predict(rec, calibration=host2)
+    assert o.total_ms == pytest.approx(pred.total_ms, rel=1e-6)
+    assert any("calibration not applied" in w and "node trees" in w for w in o.warnings)

@@ -165,15 +165,27 @@ def test_cli_predict_cpu_and_gpu_record(tmp_path, home, records):
     assert r.returncode == 2 and "no predictor for 'nvidia-a100'" in r.stderr
 
 
-def test_cli_cpu_without_predictor_says_what_to_run(tmp_path, home):
+def test_cli_cpu_without_predictor_uses_the_corpus_trees_scaled_here(tmp_path, home):
+    """A CPU with no timeline of its own (before the main job): the shipped CPU corpus's node trees, scaled by a
+    calibration of this machine, with a warning that says so and what to run; --no-calibrate: the corpus CPU's
+    speed. A missing metrics file is still one line, exit 2."""
     build_residual_model(tmp_path / "m.onnx", "m", 8, 2, 16)
     r = hase_cli("predict", tmp_path / "m.onnx", "--device", "cpu", "--metrics-file", tmp_path / "x.json", home=home)
-    # the missing metrics file or the missing predictor: either way one line, exit 2
-    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "x.json" in r.stderr
     (tmp_path / "x.json").write_text(json.dumps({"CPU_UTIL_PCT": 5.0}))
-    r = hase_cli("predict", tmp_path / "m.onnx", "--device", "cpu", "--metrics-file", tmp_path / "x.json", home=home)
-    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
-    assert "hase pipeline --device cpu" in r.stderr
+    got = {}
+    for flag in ("--calibrate", "--no-calibrate"):
+        r = hase_cli("predict", tmp_path / "m.onnx", "--device", "cpu", "--metrics-file", tmp_path / "x.json", flag,
+                     "--json", tmp_path / f"{flag}.json", home=home)
+        assert r.returncode == 0, r.stderr[-2000:]
+        got[flag] = json.loads((tmp_path / f"{flag}.json").read_text())
+        assert got[flag]["total_ms"] > 0
+        assert "no CPU EP timeline of this machine" in r.stderr and "hase pipeline --device cpu" in r.stderr
+        assert "cpu-amd-epyc/corpus" in r.stderr
+        assert ("scaled by this machine's calibration" in r.stderr) == (flag == "--calibrate")
+    scaled = got["--calibrate"].get("cpu_scales") or got["--calibrate"].get("details", {}).get("cpu_scales")
+    assert scaled and scaled["host"] > 0, got["--calibrate"].keys()
+    assert got["--no-calibrate"]["total_ms"] != pytest.approx(got["--calibrate"]["total_ms"], rel=1e-6)
 
 
 def test_cli_help_and_thin_wrappers(home):

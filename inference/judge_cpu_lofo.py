@@ -125,6 +125,9 @@ def main() -> int:
     for src, tgt in cfg["pairs"]:
         S, T = cpus[src], cpus[tgt]
         judged = sorted(T["models"]) if cfg["leave_out"] == "family" else sorted(set(T["models"]) - set(S["models"]))
+        if not judged:
+            raise HaseError(f"config pairs: [{src}, {tgt}] has no model to judge (leave_out none judges the target's "
+                            f"models the source did not measure)")
         groups = sorted({family(m) for m in judged}) if cfg["leave_out"] == "family" else [None]
         for fam in groups:
             train = [m for m in S["models"] if fam is None or family(m) != fam]

@@ -500,6 +500,25 @@ def test_cpu_sources_compare_pairs_leave_the_target_out(tmp_path):
     assert bad.returncode == 2 and "none/cases.csv" in bad.stderr.strip().splitlines()[-1]
 
 
+def test_cpu_lofo_judges_a_family_and_a_cpu_never_seen(tmp_path):
+    """judge_cpu_lofo.py on the committed fresh-set sessions, lines only: Xeon b's lines with each family left out in
+    turn, carried to the EPYC VM by its calibration, give one case per EPYC model and the committed report's score;
+    an unknown CPU in a pair and a pair with nothing to judge are one line each."""
+    args = [REPO / "inference/judge_cpu_lofo.py", "--set", "pairs=[[xeon_b, epyc_vm]]", "--set", "node_sources=[lines]"]
+    run_script([*args, "--set", f"out={tmp_path / 'o'}"], tmp_path, cwd=REPO)
+    c = pd.read_csv(tmp_path / "o/cases.csv")
+    assert len(c) == 37 and c["family"].nunique() == 19 and (c["predicted_ms"] > 0).all()
+    got = json.loads((tmp_path / "o/summary.json").read_text())["xeon_b->epyc_vm lines"]
+    ref = json.loads((REPO / "inference/results/cpu-intel-r-xeon-r-processor/unseen_vm/lofo/summary.json").read_text())
+    assert got["mape_pct"] == pytest.approx(ref["xeon_b->epyc_vm lines"]["mape_pct"], rel=1e-6)
+    bad = run_script([*args[:1], "--set", "pairs=[[xeon_b, nowhere]]", "--set", f"out={tmp_path / 'x'}"], tmp_path,
+                     check=False, cwd=REPO)
+    assert bad.returncode == 2 and "nowhere" in bad.stderr.strip().splitlines()[-1]
+    bad = run_script([*args, "--set", "leave_out=none", "--set", f"out={tmp_path / 'y'}"], tmp_path, check=False,
+                     cwd=REPO)
+    assert bad.returncode == 2 and "no model to judge" in bad.stderr.strip().splitlines()[-1]
+
+
 def test_cpu_scaling_follows_node_size_with_the_ladder():
     """Small nodes are not split across threads: with a ladder in both profiles, a target whose large kernels run
     2x slower but whose small chains run as fast scales a 1 MFLOP node's compute by ~1 and a 1 GFLOP node's by 2

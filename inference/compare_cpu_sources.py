@@ -1,11 +1,11 @@
-"""Issue 23 item 5, a compare report: CPU timelines carried between CPUs by calibration alone, one source CPU or two.
+"""Issue 23 item 5, a compare report: CPU timelines carried between CPUs by calibration alone, one source or several.
 
   python inference/compare_cpu_sources.py [--set out=DIR]
 
 Reads the cases.csv of inference/judge_cpu_transfer.py judgements (one per source CPU -> target CPU, the same models
 on both sides, each prediction scaled by the target's calibration) and writes, per target CPU:
   single   each source's calibrated prediction against the target's median over sessions
-  pair     the geometric mean of the other two CPUs' calibrated predictions (leave one CPU out: the target's own
+  pair     the geometric mean of the other CPUs' calibrated predictions (leave one CPU out: the target's own
            sessions are in neither source), what a predictor built on the other CPUs would say
 Nothing is fitted here. Writes OUT/summary.json and prints the table.
 """
@@ -19,18 +19,13 @@ from hase.utils import paths
 from hase.utils.config import base_parser, from_args, save_resolved
 from hase.utils.errors import HaseError, run_main
 from hase.utils.logger import get_logger
+from hase.utils.metrics import accuracy
 
 DEFAULTS = {"judgements": {}, "out": ""}   # inference/cpu_sources.yaml: "source->target": judgement folder
 
 
-def scores(pred: pd.Series, meas: pd.Series) -> dict:
-    e = 100 * (pred / meas - 1)
-    return {"n": int(len(e)), "mape_pct": float(np.mean(np.abs(e))), "within_10pct": float(100 * np.mean(np.abs(e) <= 10)),
-            "median_signed_pct": float(np.median(e))}
-
-
 def main() -> int:
-    p = base_parser("CPU timelines between CPUs: one source CPU or the geometric mean of two", "inference",
+    p = base_parser("CPU timelines between CPUs: one source CPU or the geometric mean of several", "inference",
                     "cpu_sources.yaml")
     args = p.parse_args()
     cfg = from_args(args, DEFAULTS, required=("out",))
@@ -50,17 +45,17 @@ def main() -> int:
         cases[tuple(pair.split("->"))] = c.set_index("model")
     out = {"single": {}, "pair": {}}
     for (s, t), c in cases.items():
-        out["single"][f"{s}->{t}"] = scores(c["calibrated_ms"], c["measured_ms"])
+        out["single"][f"{s}->{t}"] = accuracy(c["calibrated_ms"], c["measured_ms"])
     for t in sorted({t for _, t in cases}):
         srcs = sorted(s for s, tt in cases if tt == t)
         if len(srcs) < 2:
             continue
-        a, b = cases[(srcs[0], t)], cases[(srcs[1], t)]
-        idx = a.index.intersection(b.index)
-        geo = np.sqrt(a.loc[idx, "calibrated_ms"] * b.loc[idx, "calibrated_ms"])
-        out["pair"][f"{'+'.join(srcs)}->{t}"] = dict(scores(geo, a.loc[idx, "measured_ms"]),
+        idx = sorted(set.intersection(*(set(cases[(x, t)].index) for x in srcs)))
+        geo = np.exp(np.mean([np.log(cases[(x, t)].loc[idx, "calibrated_ms"].to_numpy()) for x in srcs], axis=0))
+        meas = cases[(srcs[0], t)].loc[idx, "measured_ms"].to_numpy()
+        out["pair"][f"{'+'.join(srcs)}->{t}"] = dict(accuracy(geo, meas),
                                                      mean_of_single_mape_pct=float(np.mean(
-                                                         [out["single"][f"{s}->{t}"]["mape_pct"] for s in srcs])))
+                                                         [out["single"][f"{x}->{t}"]["mape_pct"] for x in srcs])))
     for kind, rows in out.items():
         for k, v in rows.items():
             log.info("%-6s %-32s MAPE %5.1f%%  within ±10%% %5.1f%%  median %+5.1f%%  (n %d)", kind, k, v["mape_pct"],

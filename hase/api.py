@@ -153,6 +153,16 @@ class Predictor:
         else:
             self.device, self.slug = "cuda", target
         self.target = self.slug
+        self.fallback = False   # this machine's CPU: the shipped CPU corpus's trees, scaled by a local calibration
+        if (self.device == "cpu" and target in ("cpu", "local-cpu") and not cfg["timeline_model"]
+                and not cfg["predictor_dir"]):
+            # judged on this kind of machine (inference/results/cpu-intel-r-xeon-r-processor/unseen_vm/torchvision/):
+            # 13.3% on torchvision models at 224 px, where the main job's own timeline (phase 5 on two small
+            # architectures) scored 33.5% and a committed timeline of another CPU of the same name 35.3%
+            from hase.inference.runtime import cpu_fallback_timeline
+            if cpu_fallback_timeline().exists():
+                cfg = dict(cfg, timeline_model=str(cpu_fallback_timeline()))
+                self.fallback = True
         self.model, self.timeline_path = load_timeline_model(cfg, self.slug)
         if self.model is None and not cfg["timeline_model"] and target != "cpu":
             # a named device's committed timeline (e.g. the Xeon CPU's) when HASE_HOME points elsewhere
@@ -161,14 +171,6 @@ class Predictor:
                 if cand.exists():
                     self.model, self.timeline_path = load_timeline_model(dict(cfg, timeline_model=str(cand)), self.slug)
                     break
-        self.fallback = False   # this CPU has no timeline: the shipped CPU corpus's, scaled by a local calibration
-        if (self.device == "cpu" and self.model is None and target in ("cpu", "local-cpu") and not cfg["predictor_dir"]
-                and not (paths.train_models_dir() / self.slug / "manifest.json").exists()):
-            from hase.inference.runtime import cpu_fallback_timeline
-            if cpu_fallback_timeline().exists():
-                self.model, self.timeline_path = load_timeline_model(
-                    dict(cfg, timeline_model=str(cpu_fallback_timeline())), self.slug)
-                self.fallback = True
         pdir = tm.predictor_of(self.model, cfg["predictor_dir"]) or paths.train_models_dir() / self.slug
         if cfg["predictor_dir"] and not (Path(pdir) / "manifest.json").exists():   # named, so never passed over
             raise HaseError("predictor_dir: " + ("not found" if not Path(pdir).exists() else
@@ -359,8 +361,8 @@ class Predictor:
         None: idle, as measured) with session `options` (None: ORT's defaults). calibration: the target node's host
         calibration (benchmark/host_calibration.py profile, dict or path, or its host_index_us): host-side terms
         scaled by it (inference/machine_calibration.py); "local": this machine's, read now (about 1-2 s, then reused
-        10 min; only where this machine is the target); None: the training machines' host speed, except on a CPU without a
-        timeline of its own (`fallback`: the CPU corpus's, always scaled by "local"); False: not scaled at all."""
+        10 min; only where this machine is the target); None: the training machines' host speed, except for this
+        machine's CPU without a named timeline (`fallback`: the CPU corpus's, scaled by "local"); False: not scaled."""
         from hase.inference.runtime import predict_record
         record = self._record(model_or_record)
         if record.get("device") != self.device:
@@ -382,13 +384,12 @@ class Predictor:
             from hase.inference.runtime import CPU_FALLBACK_MAPE
             calibration = "local" if calibration is None else calibration
             ref = model.get("calibration_ref") or {}
-            warns.append(f"no CPU EP timeline of this machine ({self.slug}): predicted with the CPU corpus's node "
-                         f"trees ({self.timeline_path}; {', '.join(ref.get('cpus') or ['?'])}, "
-                         f"{model.get('threads')} intra-op threads) "
+            warns.append(f"CPU EP ({self.slug}): predicted with the CPU corpus's node trees ({self.timeline_path}; "
+                         f"{', '.join(ref.get('cpus') or ['?'])}, {model.get('threads')} intra-op threads) "
                          + (f"scaled by this machine's calibration ({CPU_FALLBACK_MAPE})" if calibration is not False
                             else "not scaled (calibration off): at that CPU's speed")
-                         + f", for a session with {model.get('threads')} intra-op threads; measure this CPU for its "
-                         f"own (hase pipeline --device cpu)")
+                         + f", for a session with {model.get('threads')} intra-op threads; a timeline of this "
+                         f"machine's own (hase pipeline --device cpu) is used only when named (--set timeline_model=)")
         if calibration is False:   # explicitly none
             calibration = None
         if isinstance(calibration, str) and calibration == "local" and model is not None:

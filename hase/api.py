@@ -380,16 +380,8 @@ class Predictor:
             src = "given"
         warns += [w] if isinstance(w, str) else list(w or [])
         model, copy_sc, trees_scales = self.model, None, None
-        if self.fallback:   # another CPU's timeline: scaled by this machine's calibration unless told not to
-            from hase.inference.runtime import CPU_FALLBACK_MAPE
-            calibration = "local" if calibration is None else calibration
-            ref = model.get("calibration_ref") or {}
-            warns.append(f"CPU EP ({self.slug}): predicted with the CPU corpus's node trees ({self.timeline_path}; "
-                         f"{', '.join(ref.get('cpus') or ['?'])}, {model.get('threads')} intra-op threads) "
-                         + (f"scaled by this machine's calibration ({CPU_FALLBACK_MAPE})" if calibration is not False
-                            else "not scaled (calibration off): at that CPU's speed")
-                         + f", for a session with {model.get('threads')} intra-op threads; a timeline of this "
-                         f"machine's own (hase pipeline --device cpu) is used only when named (--set timeline_model=)")
+        if self.fallback and calibration is None:   # another CPU's timeline: scaled here unless told not to
+            calibration = "local"
         if calibration is False:   # explicitly none
             calibration = None
         if isinstance(calibration, str) and calibration == "local" and model is not None:
@@ -441,6 +433,15 @@ class Predictor:
                     info = dict(info, copy_scales_not_applied=sc)
             if cw:
                 warns.append(cw)
+        if self.fallback:
+            from hase.inference.runtime import CPU_FALLBACK_MAPE
+            ref = model.get("calibration_ref") or {}
+            warns.append(f"CPU EP ({self.slug}): predicted with the CPU corpus's node trees ({self.timeline_path}; "
+                         f"{', '.join(ref.get('cpus') or ['?'])}, {model.get('threads')} intra-op threads) "
+                         + (f"scaled by this machine's calibration ({CPU_FALLBACK_MAPE})" if trees_scales
+                            else "not scaled: at that CPU's speed")
+                         + f", for a session with {model.get('threads')} intra-op threads; a timeline of this "
+                         f"machine's own (hase pipeline --device cpu) is used only when named (--set timeline_model=)")
         if self.model is None:   # no timeline model: the plain Σ in ORT's order
             if self.predictor is None:
                 raise HaseError(self._missing_message())

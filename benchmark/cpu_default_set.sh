@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# One-off (session 44): the torchvision set of unseen_vm/torchvision/set.yaml on the GPU machine's CPU, CPU EP,
-# 2 intra-op threads, 3 fresh sessions, 3 calibrations; packs into OUT (CSV/JSON only).
+# The frozen torchvision set of inference/results/cpu-intel-r-xeon-r-processor/unseen_vm/torchvision/ (12 models, 224 px,
+# batch 1) on this machine's CPU EP: 2 intra-op threads, 3 fresh sessions, 3 calibrations; packs OUT (CSV/JSON only).
+# Run on a GPU machine's CPU in session 44 (machine e): bash benchmark/cpu_default_set.sh $OUT
 set -u
 OUT=${1:?out}; export HASE_HOME=/tmp/hc PYTHONPATH=$PWD PYTHONUNBUFFERED=1; mkdir -p "$OUT"
 L="[resnet18, resnet50, mobilenet_v2, mobilenet_v3_small, efficientnet_b0, squeezenet1_1, shufflenet_v2_x0_5, regnet_y_400mf, densenet121, convnext_tiny, vit_b_16, mnasnet1_0]"

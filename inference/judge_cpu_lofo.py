@@ -45,6 +45,8 @@ def family(model: str) -> str:
     a = paths.model_arch(model)
     head, _, seed = a.rpartition("-s")
     return head if head and seed.isdigit() else a
+
+
 NODE_SOURCES = ("lines", "trees")
 
 
@@ -84,7 +86,7 @@ def fit_source(cpu: dict, train: list, threads: int, min_nodes: int, sources: li
             ks, us, np.full(len(us), max(terms["per_node_us"], 0.0)), target="roofline_ratio")
         out["trees"] = {"terms": terms, "table": gpu_table(per_node, recs, min_nodes, key="cpu"), "trees": trees}
     for v in out.values():
-        v["model"] = {"gpu_table": v["table"], "threads": threads, "calibration_ref": None,
+        v["model"] = {"gpu_table": v["table"], "scale_lines": v["table"], "threads": threads, "calibration_ref": None,
                       "host_table": {"default_us": v["terms"]["per_node_us"]},
                       "params": dict(tm.DEFAULT_PARAMS, c0_us=v["terms"]["c0_us"])}
     return out
@@ -94,13 +96,10 @@ def predict_us(fit: dict, source: str, record: dict, scales: dict) -> float:
     """session.run (us) of one record at the target's speed: c0 + Σ (node compute + per-node term)."""
     cal = mc.calibrated_cpu_model(fit["model"], scales)
     n = len(record["kernels"])
-    line0 = tm.gpu_table_us(record, fit["model"]["gpu_table"])
-    line1 = tm.gpu_table_us(record, cal["gpu_table"])
     if source == "lines":
-        dev = line1
-    else:   # the trees' time at the source's speed x the node's line ratio (the host ratio where the line is 0)
-        ratio = np.where(line0 > 1e-9, line1 / np.maximum(line0, 1e-9), scales["host"])
-        dev = fit["trees"].predict(record["kernels"])[0] * ratio
+        dev = tm.gpu_table_us(record, cal["gpu_table"])
+    else:   # the trees' time at the source's speed x the node's own line ratio, as the Predictor scales them
+        dev = fit["trees"].predict(record["kernels"])[0] * mc.cpu_node_ratios(fit["model"], scales, record)
     return float(cal["params"]["c0_us"] + np.sum(dev) + n * cal["host_table"]["default_us"])
 
 
@@ -113,6 +112,8 @@ def main() -> int:
     bad = [s for s in cfg["node_sources"] if s not in NODE_SOURCES]
     if bad:
         raise HaseError(f"config node_sources: '{bad[0]}' is not one of {', '.join(NODE_SOURCES)}")
+    if cfg["leave_out"] not in LEAVE_OUT:
+        raise HaseError(f"config leave_out: '{cfg['leave_out']}' is not one of {', '.join(LEAVE_OUT)}")
     threads = int(cfg["threads"])
     names = sorted({c for pair in cfg["pairs"] for c in pair})
     for pair in cfg["pairs"]:
@@ -120,8 +121,6 @@ def main() -> int:
             raise HaseError(f"config pairs: {pair} is not [source, target] of cpus ({', '.join(cfg['cpus'])})")
     cpus = {c: read_cpu(c, cfg["cpus"][c], threads, float(cfg["idle_busy_max"])) for c in names}
     rows = []
-    if cfg["leave_out"] not in LEAVE_OUT:
-        raise HaseError(f"config leave_out: '{cfg['leave_out']}' is not one of {', '.join(LEAVE_OUT)}")
     for src, tgt in cfg["pairs"]:
         S, T = cpus[src], cpus[tgt]
         judged = sorted(T["models"]) if cfg["leave_out"] == "family" else sorted(set(T["models"]) - set(S["models"]))

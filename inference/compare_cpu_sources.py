@@ -13,13 +13,13 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from hase.utils import paths
 from hase.utils.config import base_parser, from_args, save_resolved
 from hase.utils.errors import HaseError, run_main
 from hase.utils.logger import get_logger
 from hase.utils.metrics import accuracy
+from hase.utils.tables import read_csv_checked
 
 DEFAULTS = {"judgements": {}, "out": ""}   # inference/cpu_sources.yaml: "source->target": judgement folder
 
@@ -34,14 +34,8 @@ def main() -> int:
     for pair, folder in cfg["judgements"].items():
         if "->" not in pair:
             raise HaseError(f"config judgements: key '{pair}' is not 'source->target'")
-        f = paths.csv_or_gz(Path(folder) / "cases.csv")
-        try:
-            c = pd.read_csv(f)
-        except (OSError, ValueError) as ex:
-            raise HaseError(f"cannot read ({ex})", f) from ex
-        miss = {"model", "measured_ms", "calibrated_ms"} - set(c.columns)
-        if miss:
-            raise HaseError(f"column '{sorted(miss)[0]}' missing", f)
+        c = read_csv_checked(paths.csv_or_gz(Path(folder) / "cases.csv"), ("model", "measured_ms", "calibrated_ms"),
+                             "judgement", f"config judgements.{pair}: ")
         cases[tuple(pair.split("->"))] = c.set_index("model")
     out = {"single": {}, "pair": {}}
     for (s, t), c in cases.items():

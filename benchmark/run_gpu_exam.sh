@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Declared in benchmark/gpu_jobs.yaml; run with `hase gpu-job exam_v24`, `hase gpu-job exam_v23`, `hase gpu-job exam_v22`, `hase gpu-job exam_v21`, `hase gpu-job exam_v20`, `hase gpu-job exam_v19`, `hase gpu-job exam_v18`, `hase gpu-job exam_v17`, `hase gpu-job exam_v16`, `hase gpu-job exam_v15`,
+# Declared in benchmark/gpu_jobs.yaml; run with `hase gpu-job exam_v25`, `hase gpu-job exam_v24`, `hase gpu-job exam_v23`, `hase gpu-job exam_v22`, `hase gpu-job exam_v21`, `hase gpu-job exam_v20`, `hase gpu-job exam_v19`, `hase gpu-job exam_v18`, `hase gpu-job exam_v17`, `hase gpu-job exam_v16`, `hase gpu-job exam_v15`,
 # `hase gpu-job exam_v14`, `hase gpu-job exam_v13` or `hase gpu-job exam_v12` (--dry-run prints the command).
 # GPU job (issue 22): a frozen exam's labels (SPLIT_FILE, e.g. model_zoo/corpus_split_v13.yaml) on one fresh machine:
 # benchmark/run_gpu_corpus.sh with SPLIT=exam LABELS_ONLY=1, CLEAN_SESSIONS clean label sessions per model (in

@@ -19,7 +19,7 @@ SPLIT_FILE = paths.REPO / "model_zoo" / "corpus_split.yaml"
 CNN_FAMILIES = {"cnn_plain", "cnn_mobile", "cnn_grouped", "unet", "fpn", "convnext", "tcn", "dense",
                 "gan", "yolo", "video3d", "deeplab", "vocoder", "superres", "tasnet", "hrnet", "raft", "vqvae",
                 "capsnet", "nascell", "stn", "res2net", "hourglass", "convmixer", "wavenet", "focalnet",
-                "poolformer", "ghostnet", "hardnet", "rednet", "condconv", "roihead"}
+                "poolformer", "ghostnet", "hardnet", "rednet", "condconv", "roihead", "nmsdet"}
 # tcn, vocoder, tasnet: 1-D convs; video3d: 3-D; raft: conv encoders and ConvGRU updates around a parameter-free
 # correlation (MatMul, AvgPool, a Gather or GridSample lookup), no attention
 # not CNNs: the attention and mixing families, rnn (LSTM/GRU; a Conv1d front-end at most), linattn (linear
@@ -49,7 +49,8 @@ CNN_FAMILIES = {"cnn_plain", "cnn_mobile", "cnn_grouped", "unet", "fpn", "convne
 # counts as a CNN; tabnet (Linears, GLUs and sparse feature masks over tabular features: no convolution, as
 # fttransformer) does not; roihead (a conv backbone, RoiAlign of boxes, an FC or conv box head: no attention, as
 # fpn and yolo) counts as a CNN; sinkhorn (self/cross attention over keypoints, a MatMul score matrix, log-domain
-# Sinkhorn normalisation: no convolution, as pointnet) does not
+# Sinkhorn normalisation: no convolution, as pointnet) does not; nmsdet (a conv backbone and head, then TopK,
+# NonZero and NonMaxSuppression over the boxes: no attention, as yolo) counts as a CNN
 # named models that are CNNs (for the corpus's non-CNN share); every other named model has attention or mixing
 NAMED_CNN = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide_resnet50_2", "mobilenet_v2",
              "mobilenet_v3_small", "mobilenet_v3_large", "vgg11", "vgg16_bn", "densenet121", "densenet169",
@@ -113,7 +114,10 @@ NAMED_CNN = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide
              # no token attention map, as eca_resnet33ts; ghostnetv2_160: DFC attention, depthwise convs gating the
              # features, as ghostnetv2_100)
              "timm-resnetrs101", "timm-ecaresnet101d", "timm-xception41p", "timm-dla169",
-             "timm-ghostnetv2_160", "timm-hgnet_base", "timm-mobilenetv4_conv_aa_large", "timm-convnextv2_tiny"}
+             "timm-ghostnetv2_160", "timm-hgnet_base", "timm-mobilenetv4_conv_aa_large", "timm-convnextv2_tiny",
+             # exam v25's named CNNs (mambaout_tiny: gated depthwise-conv blocks, neither an SSM nor attention)
+             "timm-efficientnet_b3", "timm-resnext101_32x8d", "timm-densenet264d", "timm-hrnet_w32",
+             "timm-rexnet_200", "timm-regnety_080", "timm-vovnet57a", "timm-mambaout_tiny"}
 
 
 @dataclass

@@ -407,13 +407,23 @@ same configs on any machine. Families (each with its own parameter ranges, FAMIL
                dustbin row and column by Concat, or not: [B, N + 1, N + 1]), T = 3-50 unrolled log-domain Sinkhorn
                iterations (u = log mu - logsumexp over the columns of Z + v, v = log nu - logsumexp over the rows of
                Z + u: two ReduceLogSumExp an iteration), the log assignment Z + u + v - norm
+  nmsdet       one-stage detector with its post-processing in the graph, over [B, 3, H, W] (size: H = W 256-640, a
+               multiple of 64): a stride-2 3x3 conv-BN-ReLU stem (16-32), 3-4 stages of 1-2 basic blocks (the first
+               strided, widths doubling to at most 256); the last 1 or 2 maps, each a 1x1 lateral to 64-128, through a
+               head shared by the levels (1-3 3x3 conv-ReLUs; class logits (1, 20 or 80) and 4 box distances by 1x1
+               convs, FCOS-like); every point's best class (Sigmoid, ReduceMax, ArgMax), the top K = 100-1000 points
+               an image (TopK, then a TopK sorting the K indices), optionally those over a score threshold 0.3-0.6
+               (boolean indexing: NonZero, a data-dependent count), boxes decoded (point -/+ exp(distance) x stride,
+               clipped); ONE NonMaxSuppression over every image's boxes at once (IoU 0.45-0.7; each box offset by
+               its image and, class-aware, its class, torchvision's batched trick), the best B x 100-300 kept, in box
+               order; [M, 7] (image, box, score, class), M data-dependent
 Configs: batch 1 always, one batch of 4-16 and one of 32-64 (dlrm: 64-512 and 1024-2048; fttransformer, kan,
 neuralode and tabnet: 64-256 and 1024-4096), each at a size the family allows (vqvae, capsnet, kan, wavenet, t5enc,
 condconv, roihead, sinkhorn: the batch halves until the largest intermediate, a vqvae's distances, a capsnet's
 prediction vectors, a kan's spline bases, a wavenet's widest per-step activation, a t5enc's attention scores, a
 condconv's per-sample kernels, a roihead's pooled box features, a sinkhorn's attention scores or couplings, is under
-2.5e8 floats); a config whose forward pass exceeds `max_gflop` is run at a
-smaller batch (so one run stays under ~30 ms on an H200). hrnet, raft and fttransformer fit their configs in the
+2.5e8 floats; nmsdet's until B K, the boxes NonMaxSuppression compares pairwise, is at most 16384); a config
+whose forward pass exceeds `max_gflop` is run at a smaller batch (so one run stays under ~30 ms on an H200). hrnet, raft and fttransformer fit their configs in the
 spec instead: each at the largest size up to its drawn one that keeps a run under 500 GFLOP (their convs and
 MatMuls counted from the spec: exact for hrnet and raft, a slight overestimate for fttransformer), else a halved
 batch (not below 16 for the big one; fttransformer 1024).
@@ -442,7 +452,7 @@ FAMILIES = ("cnn_plain", "cnn_mobile", "cnn_grouped", "vit", "swin", "hybrid", "
             "capsnet", "kan", "nascell", "neuralode", "gmlp", "xcit", "stn", "aft", "res2net", "hourglass",
             "retnet", "convmixer", "wavenet", "t5enc", "llama", "maxvit", "focalnet", "levit", "poolformer",
             "mobilevit", "resmlp", "ghostnet", "hardnet", "nystromformer", "rednet", "bigbird", "dgcnn",
-            "deformattn", "condconv", "tabnet", "roihead", "sinkhorn")
+            "deformattn", "condconv", "tabnet", "roihead", "sinkhorn", "nmsdet")
 # families whose input is a float sequence [B, S, F] (size: S; F: the width D, a conformer's or a vocoder's mel bins,
 # a tcn's, an rnn's or an ssm's C_in, an implicit model's 3 coordinates of each of its S points)
 SEQUENCE = ("encoder", "decoder", "conformer", "tcn", "rnn", "ssm", "vocoder", "implicit", "aft", "retnet",
@@ -1215,6 +1225,21 @@ def arch_spec(family: str, seed: int) -> dict:
         if s["layers"] == 0:
             del s["heads"], s["attn"], s["act"]
         sizes = [64, 128, 256, 384, 512, 768, 1024]          # keypoints an image
+    elif family == "nmsdet":
+        # a one-stage detector with its post-processing in the graph: a small CNN backbone, 1-2 levels of
+        # anchor-free (FCOS-like) heads, the top K points an image by their best class score, an optional score
+        # threshold (boolean indexing: NonZero), then NonMaxSuppression over every image's boxes at once
+        stages = int(r.integers(3, 5))
+        s.update(stem_w=_pick(r, [16, 24, 32]), stages=stages, levels=_pick(r, [1, 2]),
+                 neck_w=_pick(r, [64, 96, 128]), head_convs=int(r.integers(1, 4)),
+                 classes=_pick(r, [1, 20, 80]), topk=_pick(r, [100, 200, 500, 1000]),
+                 threshold=_pick(r, [0.0, 0.3, 0.5, 0.6]), iou=_pick(r, [0.45, 0.5, 0.6, 0.7]),
+                 nms=_pick(r, ["class", "agnostic"]), max_det=_pick(r, [100, 300]))
+        s["depths"] = [int(r.integers(1, 3)) for _ in range(stages)]
+        s["widths"] = [min(256, s["stem_w"] * 2 ** (i + 1)) for i in range(stages)]
+        if s["classes"] == 1:
+            s["nms"] = "agnostic"
+        sizes = list(range(256, 641, 64))
     else:  # perceiver
         stem = _pick(r, ["patch", "conv"])
         patch = _pick(r, [4, 8, 16] if stem == "conv" else [4, 6, 8, 12, 14, 16])  # conv: log2(patch) stride-2 convs
@@ -1240,6 +1265,10 @@ def arch_spec(family: str, seed: int) -> dict:
     for c in s["configs"]:   # the largest intermediate under ~1 GB (2.5e8 floats): halve the batch until it is
         while c["batch"] > 1 and c["batch"] * _largest_elems(s, c["size"]) > 2.5e8:
             c["batch"] //= 2
+    if family == "nmsdet":   # NonMaxSuppression compares every pair of the B K boxes: at most 16384 of them
+        for c in s["configs"]:
+            while c["batch"] > 1 and c["batch"] * min(s["topk"], nmsdet_points(s, c["size"])) > 16384:
+                c["batch"] //= 2
     return s
 
 
@@ -6528,6 +6557,93 @@ def _build_sinkhorn(s, size):
             return z + u[:, :, None] + v[:, None, :] - self.norm
 
     return Matcher()
+
+
+def nmsdet_points(s: dict, size: int) -> int:
+    """Anchor points an image: the last `levels` maps' pixels (the stem and every stage stride 2)."""
+    n = len(s["widths"])
+    return sum((size // 2 ** (n + 1 - i)) ** 2 for i in range(s["levels"]))
+
+
+def _build_nmsdet(s, size):
+    import torch
+    import torch.nn as nn
+    from torchvision.ops import nms
+    nc = s["classes"]
+
+    class Basic(nn.Module):
+        """Two 3x3 conv-BN (ReLU), a residual (a 1x1 conv-BN shortcut where the shape changes)."""
+        def __init__(self, cin, cout, st):
+            super().__init__()
+            self.a, self.b = _conv_bn(cin, cout, 3, st), _conv_bn(cout, cout, 3, act=None)
+            self.short = None if st == 1 and cin == cout else _conv_bn(cin, cout, 1, st, act=None)
+
+        def forward(self, x):
+            return torch.relu(self.b(self.a(x)) + (x if self.short is None else self.short(x)))
+
+    class NMSDet(nn.Module):
+        """Backbone -> the last `levels` maps, each a 1x1 lateral to neck_w -> a head shared by the levels (3x3
+        conv-ReLUs, then class logits and 4 box distances by 1x1 convs) -> points [B, A] -> the top K an image by
+        their best class score (ReduceMax, ArgMax, TopK, Gathers) -> (score > threshold: NonZero) -> boxes decoded
+        (point -/+ exp(distance) x stride) -> one NonMaxSuppression over all images' boxes (each offset by its image
+        and, class-aware, its class) -> the first B max_det kept -> [M, 7] (image, x1, y1, x2, y2, score, class)."""
+        def __init__(self):
+            super().__init__()
+            self.stem = _conv_bn(3, s["stem_w"], 3, 2)
+            stages, c = [], s["stem_w"]
+            for w, d in zip(s["widths"], s["depths"]):
+                stages.append(nn.Sequential(*[Basic(c if j == 0 else w, w, 2 if j == 0 else 1) for j in range(d)]))
+                c = w
+            self.stages = nn.ModuleList(stages)
+            nw, L = s["neck_w"], s["levels"]
+            self.lat = nn.ModuleList(nn.Conv2d(w, nw, 1) for w in s["widths"][-L:])
+            self.tower = nn.Sequential(*[m for _ in range(s["head_convs"])
+                                         for m in (nn.Conv2d(nw, nw, 3, 1, 1), nn.ReLU())])
+            self.cls, self.reg = nn.Conv2d(nw, nc, 1), nn.Conv2d(nw, 4, 1)
+            n, pts, strides = len(s["widths"]), [], []
+            for i in range(L):   # level i: stride 2^(n + 1 - (L - 1 - i))
+                st = 2 ** (n + 1 - (L - 1 - i))
+                h = size // st
+                ys, xs = torch.meshgrid(torch.arange(h), torch.arange(h), indexing="ij")
+                pts.append((torch.stack([xs, ys], -1).reshape(-1, 2).float() + 0.5) * st)
+                strides.append(torch.full((h * h, 1), float(st)))
+            self.register_buffer("points", torch.cat(pts))          # [A, 2]
+            self.register_buffer("strides", torch.cat(strides))     # [A, 1]
+            self.K = min(s["topk"], self.points.shape[0])
+
+        def forward(self, x):
+            b = x.shape[0]
+            y, maps = self.stem(x), []
+            for st in self.stages:
+                y = st(y)
+                maps.append(y)
+            logits, dists = [], []
+            for lat, m in zip(self.lat, maps[-len(self.lat):]):
+                t = self.tower(lat(m))
+                logits.append(self.cls(t).flatten(2))
+                dists.append(self.reg(t).flatten(2))
+            logits = torch.cat(logits, 2).transpose(1, 2)            # [B, A, classes]
+            dists = torch.cat(dists, 2).transpose(1, 2)              # [B, A, 4]
+            score, label = torch.sigmoid(logits).max(-1)             # [B, A]
+            # the top K points, then in point order (a TopK sorting the K indices), as roihead's proposals
+            idx = score.topk(self.K, dim=1).indices.sort(dim=1).values  # [B, K]
+            top, lab = score.gather(1, idx), label.gather(1, idx)
+            d = torch.exp(dists.gather(1, idx[..., None].expand(b, self.K, 4)).clamp(max=6.0)) * self.strides[idx]
+            p = self.points[idx]                                     # [B, K, 2]
+            boxes = torch.cat([p - d[..., :2], p + d[..., 2:]], -1).clamp(0, size)  # [B, K, 4]
+            img = torch.arange(b, dtype=x.dtype)[:, None].expand(b, self.K)
+            boxes, top, lab, img = boxes.reshape(-1, 4), top.reshape(-1), lab.reshape(-1), img.reshape(-1)
+            if s["threshold"] > 0:                                   # a data-dependent count: NonZero
+                keep = (top > s["threshold"]).nonzero()[:, 0]
+                boxes, top, lab, img = boxes[keep], top[keep], lab[keep], img[keep]
+            group = img * nc + lab.to(x.dtype) if s["nms"] == "class" else img
+            off = group[:, None] * (size + 1.0)                     # boxes of other groups never overlap
+            # the best B max_det kept, then in box order (a TopK sorting them): near-equal scores of two images
+            # would otherwise order the output's rows by float rounding
+            kept = nms(boxes + off, top, s["iou"])[: b * s["max_det"]].sort().values
+            return torch.cat([img[kept, None], boxes[kept], top[kept, None], lab[kept, None].to(x.dtype)], 1)
+
+    return NMSDet()
 
 
 def input_shape(spec: dict, batch: int, size: int) -> tuple:

@@ -29,7 +29,7 @@ SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1,
          "aft": 7, "res2net": 4, "hourglass": 8, "retnet": 2, "convmixer": 5, "wavenet": 10, "t5enc": 3,
          "llama": 3, "maxvit": 1, "focalnet": 11, "levit": 3, "poolformer": 2, "mobilevit": 0,
          "resmlp": 3, "ghostnet": 2, "hardnet": 1, "nystromformer": 5, "rednet": 8, "bigbird": 2, "dgcnn": 8,
-         "deformattn": 5, "condconv": 3, "tabnet": 5, "roihead": 2, "sinkhorn": 4}
+         "deformattn": 5, "condconv": 3, "tabnet": 5, "roihead": 2, "sinkhorn": 4, "nmsdet": 8}
 # tcn-s1: gated, LayerNorm, an uneven 'same' Pad; perceiver-s8: 2 MHA cross blocks; rnn-s1: a stride-2 Conv1d
 # front-end, 3 GRU layers, a mean head; linattn-s1: conv stem, elu+1 linear attention by MatMul; ssm-s1: 3 Mamba-like
 # blocks, a chunked scan (3 chunks of 64 at T 192); ssm-s5 (S4D, a long-convolution kernel) is exported by seed checks;
@@ -70,6 +70,7 @@ SMALL = {"cnn_plain": 2, "cnn_mobile": 2, "cnn_grouped": 3, "vit": 3, "swin": 1,
 # features
 # roihead-s2: 3 stages to stride 16, 64 fixed boxes, RoiAlign 7 x 7 (adaptive sampling), 2 head convs of 256, 256 px;
 # sinkhorn-s4: 64 keypoints, a keypoint MLP, 5 layers of 8 SDPA heads of 8, 10 Sinkhorn iterations, no dustbin
+# nmsdet-s8: 4 stages to stride 32, one level, 20 classes, the top 500 points, score > 0.6, class-aware NMS, 256 px
 
 
 def test_specs_are_seeded_and_reproducible():
@@ -98,7 +99,9 @@ def test_every_family_exports_and_runs_on_cpu_ep(tmp_path):
         sess = ort.InferenceSession(str(tmp_path / "model_zoo/models" / e["file"]), providers=["CPUExecutionProvider"])
         x = np.random.default_rng(0).standard_normal(e["input_shape"], dtype=np.float32)
         y = sess.run(None, {sess.get_inputs()[0].name: x})[0]
-        assert np.isfinite(y).all() and y.shape[0] == e["batch"]
+        assert np.isfinite(y).all()
+        # a detector's kept boxes are rows of [M, 7] (M data-dependent); every other family's output is batch-first
+        assert y.shape[1] == 7 if e["family"] == "nmsdet" else y.shape[0] == e["batch"]
         spec = arch_spec(e["family"], e["seed"])
         assert stem == file_stem(spec, e["batch"], e["size"])
         assert tuple(e["input_shape"]) == input_shape(spec, e["batch"], e["size"])
@@ -950,12 +953,18 @@ def _assert_a_new_exam(new, before: list, held_out: set, n_exam: int):
                                                             "timm-tresnet_l", "rednet-s0"},
                  {"roihead-s3": "roihead", "sinkhorn-s8": "sinkhorn", "condconv-s24001": "condconv",
                   "tabnet-s24000": "tabnet", "ssm-s24000": "ssm", "timm-davit_base": "named"},
-                 {"roihead", "sinkhorn"}, 172, id="v24")])
+                 {"roihead", "sinkhorn"}, 172, id="v24"),
+    # v25: roihead and sinkhorn train now
+    pytest.param(25, (15, 16, 17, 18, 19, 20, 21, 22, 23, 24), {"roihead-s0", "sinkhorn-s8", "condconv-s24001",
+                                                                "tabnet-s24000", "timm-davit_base", "rednet-s0"},
+                 {"nmsdet-s3": "nmsdet", "roihead-s25001": "roihead", "sinkhorn-s25000": "sinkhorn",
+                  "ssm-s25000": "ssm", "timm-deit_base_patch16_224": "named"},
+                 {"nmsdet"}, 167, id="v25")])
 def test_exam_is_a_new_exam_over_v11s_training_and_the_joined_exams(version, joined, trains, families, held_out,
                                                                     n_exam):
-    """corpus_split_v<N>.yaml (N = 16-24): v11's training split plus the joined exams' architectures (train:
+    """corpus_split_v<N>.yaml (N = 16-25): v11's training split plus the joined exams' architectures (train:
     join_exams), an exam disjoint from it and from every earlier split by architecture and by (family, seed), the
-    held-out families (three; v19-v24 two) no other split names, fresh seeds of every family seen before,
+    held-out families (three; v19-v24 two; v25 one) no other split names, fresh seeds of every family seen before,
     >= 6 named models in no other split, half of them CNNs, >= 40% not CNNs overall."""
     from hase.utils import paths
     v11 = corpus.load_split()
@@ -1610,3 +1619,45 @@ def test_v24_family_exports_runs_and_does_what_it_says(tmp_path, fam, seed):
         assert off[-1] < off[0]                         # the rows move towards their marginals
         if T >= 30:
             assert np.allclose(np.exp(want).sum(2), np.exp(mu - norm), rtol=0.05)
+
+
+def _iou(a, b):
+    """IoU of two [x1, y1, x2, y2] boxes."""
+    w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = w * h
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+@pytest.mark.parametrize("seed", [8, 4])
+def test_v25_family_exports_runs_and_does_what_it_says(tmp_path, seed):
+    """The exam v25 held-out family at 256 px, batch 2: the project's export path, the CPU EP, ORT equal to PyTorch;
+    nmsdet-s8 (20 classes, score > 0.6, class-aware), nmsdet-s4 (two levels, one class, no threshold): one
+    NonMaxSuppression over both images' boxes, a NonZero exactly where the spec has a threshold, TopKs for the top K,
+    its sort and the kept rows' sort; the output [M, 7] with M <= B max_det, in image order, every score over the
+    threshold, no two kept boxes of one image (and class, class-aware) overlapping more than the IoU threshold, and an
+    image's rows its own (another image beside it changes nothing)."""
+    import onnx
+    from hase.model_zoo.generator import nmsdet_points
+    spec, model, shape, out, sess, x, y = _export_and_run(tmp_path, "nmsdet", seed, 256, 2)
+    ops = [n.op_type for n in onnx.load(str(out)).graph.node]
+    assert spec["levels"] == (1 if seed == 8 else 2) and (spec["threshold"] > 0) == (seed == 8)
+    assert ops.count("NonMaxSuppression") == 1 and ops.count("TopK") == 3
+    assert ops.count("NonZero") == (1 if spec["threshold"] > 0 else 0)
+    assert model.K == min(spec["topk"], nmsdet_points(spec, 256))
+    assert y.ndim == 2 and y.shape[1] == 7 and 0 < y.shape[0] <= 2 * spec["max_det"]
+    _matches_pytorch(model, x, y)
+    img, boxes, score, cls = y[:, 0], y[:, 1:5], y[:, 5], y[:, 6]
+    assert set(np.unique(img)) <= {0.0, 1.0} and np.all(np.diff(img) >= 0)
+    assert np.all(score > spec["threshold"]) and np.all((cls >= 0) & (cls < spec["classes"]))
+    assert np.all(boxes[:, 2:] >= boxes[:, :2]) and boxes.min() >= 0 and boxes.max() <= 256
+    for i in range(len(y)):
+        for j in range(i + 1, len(y)):
+            same = img[i] == img[j] and (spec["nms"] == "agnostic" or cls[i] == cls[j])
+            assert not same or _iou(boxes[i], boxes[j]) <= spec["iou"] + 1e-6
+    x2 = x.copy()
+    x2[1] = np.random.default_rng(99).standard_normal(x2[1].shape, dtype=np.float32)
+    y2 = sess.run(None, {sess.get_inputs()[0].name: x2})[0]
+    assert np.array_equal(y2[y2[:, 0] == 0], y[y[:, 0] == 0])
+    assert not np.array_equal(y2[y2[:, 0] == 1], y[y[:, 0] == 1])

@@ -79,7 +79,7 @@ def test_dry_run_prints_the_command():
     for name, split in (("exam_v12", "v12"), ("exam_v13", "v13"), ("exam_v14", "v14"), ("exam_v15", "v15"),
                         ("exam_v16", "v16"), ("exam_v17", "v17"), ("exam_v18", "v18"),
                         ("exam_v19", "v19"), ("exam_v20", "v20"), ("exam_v21", "v21"), ("exam_v22", "v22"),
-                        ("exam_v23", "v23"), ("exam_v24", "v24")):
+                        ("exam_v23", "v23"), ("exam_v24", "v24"), ("exam_v25", "v25")):
         r = hase(name, "--dry-run", "--job-dir", "/tmp/j")
         assert r.returncode == 0, r.stderr
         assert r.stdout.startswith(f"SPLIT_FILE=model_zoo/corpus_split_{split}.yaml setsid nohup bash "

@@ -19,7 +19,8 @@ SLIM=(ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.json.xz
       'ort_analysis/ort_kernel_record/nvidia-h200/corpus_records.*.json.xz'
       'benchmark/results/*/corpus/*/trace_nodes.csv.xz'
       'training/predictors/*/forests.npz.xz'
-      'benchmark/results/cpu-*/corpus/records*.json.xz')   # the CPU EP corpus's records: no GPU job reads them
+      'benchmark/results/cpu-*/corpus/records*.json.xz'    # the CPU EP corpus's records: no GPU job reads them
+      'inference/results/*/compare_*/node_model/*')        # candidate fits kept for an exam to score on the CPU
 mib() { python3 -c "import sys; print(f'{int(sys.argv[1]) / 2**20:.1f}')" "$1"; }
 travels() {  # bytes of tracked files present + untracked files git does not ignore
   { git ls-files -z; git ls-files -z --others --exclude-standard; } | python3 -c "

@@ -450,6 +450,7 @@ def main() -> int:
         d[f"base_{name}_ms_p10"] = [bp[m][1] for m in exam]
         d[f"base_{name}_ms_p90"] = [bp[m][2] for m in exam]
         base_scores[name] = {"timeline_model": b["timeline_model"], "overall": score(d, f"base_{name}_ms"),
+                             "without_per_group_risk": score(d[~d["per_group_risk"]], f"base_{name}_ms"),
                              "by_family": {f: score(t, f"base_{name}_ms") for f, t in d.groupby("family")},
                              "by_batch": {str(k): score(t, f"base_{name}_ms") for k, t in d.groupby("batch")}}
     summary = {"what": "idle session.run (numpy in/out) of the exam models against the median of every fresh session "

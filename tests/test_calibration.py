@@ -720,15 +720,21 @@ def test_the_h100_exam_v12_labels_score_and_land_at_the_fixed_paths(tmp_path):
     """score_exam on the committed H100 exam v12 labels (machines m, n, o) with the installed H100 timeline (refitted
     since the exam's score, so not that score): every exam model scored, its MAPE what its own cases say, and, for an
     out named exam_v<N>, the latest exam and its machines at the fixed paths beside it (<gpu>/exam/summary.json,
-    <gpu>/machines/summary.json, each naming the exam)."""
+    <gpu>/machines/summary.json, each naming the exam); a baseline (the same timeline) scores the same."""
     from helpers import run_script
     REPO = Path(__file__).resolve().parent.parent
     out = tmp_path / "nvidia-h100" / "exam_v12"
     run_script([REPO / "inference/score_exam.py", "--config", REPO / "inference/exam_v12.yaml", "--log-level", "WARNING",
                 "--set", "timeline_model=inference/results/nvidia-h100/corpus/timeline_model.json",
-                "--set", "timeline_dirs=[benchmark/results/nvidia-h100/corpus/machine_*]", "--set", f"out={out}"],
+                "--set", "timeline_dirs=[benchmark/results/nvidia-h100/corpus/machine_*]", "--set", f"out={out}",
+                # a baseline scored beside it the same way: the same timeline, so the same scores
+                "--set", "baselines={same: {timeline_model: inference/results/nvidia-h100/corpus/timeline_model.json}}"],
                tmp_path, cwd=REPO)
-    got = json.loads((out / "summary.json").read_text())["overall"]
+    summary = json.loads((out / "summary.json").read_text())
+    base = summary["baselines"]["same"]
+    assert base["overall"] == summary["overall"]
+    assert base["without_per_group_risk"] == summary["without_per_group_risk"]
+    got = summary["overall"]
     want = json.loads((REPO / "inference/results/nvidia-h100/exam_v12/summary.json").read_text())["overall"]
     cases = pd.read_csv(out / "cases.csv")
     assert got["n"] == want["n"] == len(cases) == 348

@@ -8,7 +8,8 @@
 # Declared in benchmark/gpu_jobs.yaml; run with `hase gpu-job cpu_threads` (detached, then polled by job_out_wait.sh).
 # HASE_HOME defaults to /tmp/hase_cpu: its model folder must hold only this set.
 # Packs into JOB/out after each stage: results.tar.xz (trace tables, calibration.json, configs), records.json.xz,
-# log.txt, lscpu.txt. Env: THREADS ("2 1"), SESSIONS (3), SKIP ("cnn_plain-s9000": its optimized model is over
+# log.txt, lscpu.txt. Env: THREADS ("2 1"), SESSIONS (3), PASSES (0: SESSIONS back to back; N: N shuffled passes of
+# one session a model, in tT/p<k>/), SKIP ("cnn_plain-s9000": its optimized model is over
 # protobuf's 2 GB), WORKERS (8).
 set -uo pipefail
 JOB=${1:?job dir}; mkdir -p "$JOB/out"
@@ -51,13 +52,29 @@ for f in "$JOB"/rec_*; do
 done
 wait; grep -hiE "error" "$JOB"/rec_*.log | head
 pack
-for T in ${THREADS:-2 1}; do
-  echo "stage trace t$T $(el)"
-  python3 benchmark/trace_run.py --device cpu --set "model_list=$JOB/models.txt" --set "threads=$T" \
-    --set "sessions=${SESSIONS:-3}" --set "out=t$T" --set warmup=3 --set profiled_runs=5 --set budget_ms=300 \
+trace() {   # trace MODEL_LIST T SESSIONS OUT
+  python3 benchmark/trace_run.py --device cpu --set "model_list=$1" --set "threads=$2" \
+    --set "sessions=$3" --set "out=$4" --set warmup=3 --set profiled_runs=5 --set budget_ms=300 \
     --set min_loops=5 --set max_loops=200 --set keep_going=true --set idle_check_s=30 --set idle_window_s=1.0 \
     2>&1 | grep -vE "Warning|warn" | awk 'NR % 10 == 0 || /rror|idle/'
-  pack
+}
+for T in ${THREADS:-2 1}; do
+  if [ "${PASSES:-0}" -gt 0 ]; then
+    # PASSES shuffled passes of one session a model (order seeded by the pass): a model's sessions spread over the
+    # whole run. On a 2-vCPU VM whose speed switches every 20-60 s, back-to-back sessions share one state, and one
+    # run of a model is ~12% from its median over runs (benchmark/results/cpu-amd-epyc/episodes/, fresh_t2_s46/)
+    for k in $(seq 0 $((PASSES - 1))); do
+      echo "stage trace t$T pass $k $(el)"
+      python3 -c "import random, sys; l = open(sys.argv[1]).read().split(); random.Random(int(sys.argv[2])).shuffle(l); print(chr(10).join(l))" \
+        "$JOB/models.txt" "$k" > "$JOB/models_p$k.txt"
+      trace "$JOB/models_p$k.txt" "$T" 1 "t$T/p$k"
+      pack
+    done
+  else
+    echo "stage trace t$T $(el)"
+    trace "$JOB/models.txt" "$T" "${SESSIONS:-3}" "t$T"
+    pack
+  fi
 done
 echo "stage done $(el)"
 } 2>&1 | tee -a "$JOB/log.txt"

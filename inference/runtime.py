@@ -225,7 +225,9 @@ def predict_record(record: dict, predictor, load: dict, model=None, options=None
     gpu = tm.gpu_idle_us(prep, p) if run_share else tm.gpu_stretched(tm.gpu_idle_us(prep, p), p, terms)
     return {"model": record["model"], "device": record["device"], "total_ms": res["total_us"] / 1e3,
             "p10_ms": spread["p10"] / 1e3, "p90_ms": spread["p90"] / 1e3,
-            "spread_source": ("measured across fresh sessions (host dispatch and copy terms)" if model.get("spread")
+            "spread_source": (("measured across fresh sessions (host dispatch and copy terms)"
+                               + (", widened to the model's own error on architectures and machines it did not see"
+                                  if model["spread"].get("residual_log_q") else "")) if model.get("spread")
                               else "none (timeline model without a measured spread)"),
             "session_options": options,
             "host_setting": host_setting_note(setting, options),
@@ -362,7 +364,8 @@ def spread_words(res: dict) -> str:
     rng = f"{res['p10_ms']:.3f}-{res['p90_ms']:.3f} ms"
     wide = f"{res['p90_ms']:.3f}" != f"{res['p10_ms']:.3f}"   # a zero-width spread says nothing
     if measured and wide:
-        return f"p10-p90 across {'runs and fresh sessions' if mixture else 'fresh sessions'} {rng}"
+        own = " and the model's own error" if "own error" in str(res.get("spread_source")) else ""
+        return f"p10-p90 across {'runs and fresh sessions' if mixture else 'fresh sessions'}{own} {rng}"
     if wide and res["p90_ms"] > res["p10_ms"]:
         return f"p10-p90 across runs (time slicing) {rng}; no session-to-session spread measured for this machine"
     return "no spread measured for this machine"

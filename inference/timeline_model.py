@@ -375,7 +375,9 @@ def with_spread(prep: dict, p: dict, terms: dict, spread, copies: bool = True, c
     out = {"central": central_us, "p10": central_us, "p90": central_us}
     if prep["device"] == "cpu" and spread and "session_us" in spread:  # CPU EP (fit_cpu_timeline.py): the whole
         lo, hi = spread["session_us"]   # run's per-session quantiles over its model's median; one thread does all
-        return {"central": central_us, "p10": central_us * min(lo, 1.0), "p90": central_us * max(hi, 1.0)}
+        rq = spread.get("residual_log_q") or [0.0, 0.0]   # and the model's error on other machines (cpu_band.py)
+        return {"central": central_us, "p10": central_us * min(lo, 1.0, math.exp(rq[0])),
+                "p90": central_us * max(hi, 1.0, math.exp(rq[1]))}
     extra, u = (central["interference_us"], terms["u"]) if run_share else (0.0, 0.0)
     hit10 = extra if u >= 0.9 else 0.0
     hit90 = extra / u if u > 0.1 else extra

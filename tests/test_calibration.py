@@ -500,6 +500,56 @@ def test_cpu_sources_compare_pairs_leave_the_target_out(tmp_path):
     assert bad.returncode == 2 and "none/cases.csv" in bad.stderr.strip().splitlines()[-1]
 
 
+def test_cpu_band_from_other_machines_widens_the_cpu_band(tmp_path):
+    """cpu_band.py on synthetic judgements: the pooled band is the quantiles of log(measured / calibrated) over every
+    machine's models, each machine is checked with the others' band (its medians and its single sessions), apply
+    writes the band into a copy of the model, and with_spread's CPU band then widens to it (never narrows); a
+    judgement folder without cases.csv is one line naming the field."""
+    rng = np.random.default_rng(0)
+    folders = {}
+    for name in ("a", "b", "c"):
+        d = tmp_path / name
+        (d / "machine_x").mkdir(parents=True)
+        meas = rng.uniform(1.0, 20.0, 40)
+        pred = meas * np.exp(rng.normal(0.0, 0.15, 40))
+        pd.DataFrame({"model": [f"m{i}" for i in range(40)], "measured_ms": meas, "calibrated_ms": pred}).to_csv(
+            d / "cases.csv", index=False)
+        sessions = pd.DataFrame({"model": [f"m{i}" for i in range(40) for _ in range(3)],
+                                 "e2e_median_ms": np.repeat(meas, 3) * np.exp(rng.normal(0.0, 0.05, 120))})
+        sessions.to_csv(d / "machine_x/trace_sessions.csv", index=False)
+        (d / "resolved_config.json").write_text(json.dumps({"config": {"target_dirs": [str(d / "machine_x")]}}))
+        folders[name] = (d, np.log(meas / pred))
+    model = tmp_path / "model.json"
+    model.write_text(json.dumps({"spread": {"session_us": [0.99, 1.01]}, "threads": 2}))
+    cfg = tmp_path / "band.yaml"
+    cfg.write_text("judgements:\n" + "".join(f"  {n}: {d}\n" for n, (d, _) in folders.items())
+                   + f"model: {model}\nout: {tmp_path / 'out'}\napply: true\n")
+    run_script([REPO / "inference/cpu_band.py", "--config", cfg], tmp_path)
+    s = json.loads((tmp_path / "out/summary.json").read_text())
+    pooled = np.concatenate([r for _, r in folders.values()])
+    assert s["residual_log_q"] == pytest.approx([np.quantile(pooled, 0.1), np.quantile(pooled, 0.9)])
+    left = s["leave_one_machine_out"]["a"]
+    others = np.concatenate([folders["b"][1], folders["c"][1]])
+    assert left["band_from_others"] == pytest.approx([np.quantile(others, 0.1), np.quantile(others, 0.9)])
+    assert left["sessions"] == 120 and 0.5 < left["median_covered"] < 1.0 and 0.5 < left["single_covered"] < 1.0
+    applied = json.loads(model.read_text())
+    assert applied["spread"]["residual_log_q"] == pytest.approx(s["residual_log_q"]) and applied["threads"] == 2
+    prep = synthetic_prep(np.full(10, 5.0), np.full(10, 20.0), h2d=0.0, d2h=0.0, device="cpu")
+    params = dict(tm.DEFAULT_PARAMS, c0_us=10.0, kappa=1.0, overhead_us=0.0, copy_scale=0.0)
+    idle = tm.load_terms({}, 0.0)
+    r0 = tm.with_spread(prep, params, idle, {"session_us": [0.99, 1.01]})
+    r1 = tm.with_spread(prep, params, idle, applied["spread"])
+    assert r1["central"] == pytest.approx(r0["central"])
+    assert r1["p10"] == pytest.approx(r0["central"] * math.exp(s["residual_log_q"][0]))
+    assert r1["p90"] == pytest.approx(r0["central"] * math.exp(s["residual_log_q"][1]))
+    r2 = tm.with_spread(prep, params, idle, {"session_us": [0.5, 2.0], "residual_log_q": [-0.01, 0.01]})
+    assert r2["p10"] == pytest.approx(r0["central"] * 0.5) and r2["p90"] == pytest.approx(r0["central"] * 2.0)
+    cfg.write_text(f"judgements:\n  a: {folders['a'][0]}\n  z: {tmp_path / 'none'}\nmodel: {model}\n"
+                   f"out: {tmp_path / 'out2'}\n")
+    bad = run_script([REPO / "inference/cpu_band.py", "--config", cfg], tmp_path, check=False)
+    assert bad.returncode == 2 and "'z'" in bad.stderr.strip().splitlines()[-1]
+
+
 def test_cpu_lofo_judges_a_family_and_a_cpu_never_seen(tmp_path):
     """judge_cpu_lofo.py on the committed fresh-set sessions, lines only: Xeon b's lines with each family left out in
     turn, carried to the EPYC VM by its calibration, give one case per EPYC model and the committed report's score;

@@ -323,6 +323,9 @@ def test_spread_words_say_no_spread_where_there_is_none():
     measured = dict(base, spread_source="measured across fresh sessions (host dispatch and copy terms)")
     assert spread_words(dict(measured, p10_ms=3.1, p90_ms=3.4)) == "p10-p90 across fresh sessions 3.100-3.400 ms"
     assert spread_words(dict(measured, p10_ms=3.246, p90_ms=3.2461)) == "no spread measured for this machine"
+    own = dict(measured, spread_source=measured["spread_source"] + ", widened to the model's own error on ...")
+    assert spread_words(dict(own, p10_ms=3.1, p90_ms=3.4)) == \
+        "p10-p90 across fresh sessions and the model's own error 3.100-3.400 ms"
     assert spread_words(dict(base, spread_source="none (timeline model without a measured spread)", p10_ms=3.246,
                              p90_ms=3.246)) == "no spread measured for this machine"
 

@@ -66,6 +66,7 @@ DEFAULTS = {"timeline_dirs": [f"benchmark/results/{SLUG}/timeline/machine_*"],
 NEED_S = ["model", "session", "threads", "e2e_median_ms", "ort_node_sum_us", "n_nodes"]
 NEED_N = ["model", "session", "node", "op", "host_us"]
 SOURCES = ("kernel", "lines", "trees")
+MIN_BAND_MODELS = 5   # held-out models below which a fit keeps the session band alone
 CPU_IDLE = {"bg_CPU_UTIL_PCT": 0.0, "bg_CPU_FREQ_MHZ": 0.0, "bg_MEM_USED_MB": 0.0, "bg_LOAD_AVG_1M": 0.0}
 
 
@@ -325,6 +326,15 @@ def main() -> int:
                                          / max(np.sum(comp["lines"][m]), 1e-9))
         rows.append(r)
     cases = pd.DataFrame(rows)
+    held = cases[cases["split"] == "held-out arch"]
+    if len(held) >= MIN_BAND_MODELS:   # the band holds the model's own error on architectures it did not see, as the
+        for s in sources:              # GPU fits' (split-conformal quantiles); cases.csv's p10/p90 are the sessions' alone
+            tag = "" if s == cfg["node_source"] else f"{s}_"
+            r = np.log(held["e2e_ms"] / held[f"pred_{tag}e2e_ms"])
+            models_json[s]["spread"].update(
+                residual_log_q=[float(r.quantile(q[0])), float(r.quantile(q[1]))],
+                residual_source=f"held-out architectures of this fit: {len(held)} models, "
+                                f"{held['arch'].nunique()} architectures, this machine")
     main_src = cfg["node_source"]
     other = [s for s in sources if s != main_src]
 

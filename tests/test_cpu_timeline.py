@@ -56,6 +56,11 @@ def test_fit_on_committed_cpu_data_gives_finite_terms_and_ordered_spread(fitted)
     held = [n for n in names if "idle" in n and "held-out arch" in n]
     assert held and {"mape_pct", "within_10pct"} <= set(summary["by_split"][held[0]]["e2e"])
     assert "mape_pct" in summary["by_split"][held[0]]["node_sum"]
+    # the band holds the model's error on the held-out architectures (quantiles of log(label / central))
+    ho = cases[cases["split"] == "held-out arch"]
+    r = np.log(ho["e2e_ms"] / ho["pred_e2e_ms"])
+    assert model["spread"]["residual_log_q"] == pytest.approx([r.quantile(0.1), r.quantile(0.9)], abs=1e-4)
+    assert f"{len(ho)} models" in model["spread"]["residual_source"]
 
 
 def test_cpu_spread_scales_the_whole_run():

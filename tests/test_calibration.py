@@ -500,6 +500,41 @@ def test_cpu_sources_compare_pairs_leave_the_target_out(tmp_path):
     assert bad.returncode == 2 and "none/cases.csv" in bad.stderr.strip().splitlines()[-1]
 
 
+def test_local_cpu_calibration_retakes_a_pass_whose_compute_speed_moved(monkeypatch):
+    """A CPU calibration pass whose MatMul probe before and after differ by more than 25% (probe_moved: the VM's
+    threads changed state) is taken again, up to LOCAL_CPU_TRIES passes; the note says when every pass moved."""
+    from types import SimpleNamespace
+    from hase.benchmark import host_calibration as hc
+    assert hc.probe_moved({"probe_matmul_gflops_before": 200.0, "probe_matmul_gflops_after": 400.0})
+    assert not hc.probe_moved({"probe_matmul_gflops_before": 390.0, "probe_matmul_gflops_after": 400.0})
+    assert not hc.probe_moved({"probe_matmul_gflops_before": float("nan"), "probe_matmul_gflops_after": 400.0})
+    assert not hc.probe_moved({})
+
+    def fake(moves: int):
+        class Fake:
+            def __init__(self, *a):
+                self.passes = 0
+
+            def calibrate(self, budget_ms, run_copy_budget_ms=0.0, warn=True):
+                assert warn is False   # the caller retakes the pass and says so itself
+                self.passes += 1
+                before = 150.0 if self.passes <= moves else 395.0
+                return SimpleNamespace(to_dict=lambda: {"host_index_us": 0.4, "device": "cpu", "compute": {
+                    "probe_matmul_gflops_before": before, "probe_matmul_gflops_after": 400.0}})
+
+            def host(self, budget_ms):
+                return {k: 0.4 for k in ("relu", "add", "matmul", "conv", "reshape")}
+        return Fake
+    monkeypatch.setattr(mc, "host_busy_pct", lambda window_s=0.5: 0.0)
+    monkeypatch.setattr(hc, "Calibrator", fake(1))
+    prof, note = mc.local_calibration("cpu", threads=2)
+    assert prof["compute_passes"] == 2 and "moved" not in note
+    monkeypatch.setattr(hc, "Calibrator", fake(99))
+    prof, note = mc.local_calibration("cpu", threads=2)
+    assert prof["compute_passes"] == mc.LOCAL_CPU_TRIES
+    assert f"compute speed moved in each of {mc.LOCAL_CPU_TRIES} passes" in note and "150, then 400" in note
+
+
 def test_cpu_band_from_other_machines_widens_the_cpu_band(tmp_path):
     """cpu_band.py on synthetic judgements: the pooled band is the quantiles of log(measured / calibrated) over every
     machine's models, each machine is checked with the others' band (its medians and its single sessions), apply

@@ -36,13 +36,22 @@ def residuals(folder: Path) -> pd.DataFrame:
     """One judgement's models: log(measured / calibrated prediction), and its sessions' single runs beside them."""
     c = read_csv_checked(folder / "cases.csv", ["model", "measured_ms", "calibrated_ms"], "judgement cases",
                          prefix="judgements: ")
-    cfg = paths.read_json(folder / "resolved_config.json", "judgement config")["config"]
-    sessions = []
-    for d in paths.expand_globs(cfg["target_dirs"]):
-        sessions.append(pd.read_csv(paths.csv_or_gz(Path(d) / "trace_sessions.csv.gz"), usecols=["model", "e2e_median_ms"]))
-    s = pd.concat(sessions).merge(c[["model", "calibrated_ms"]], on="model")
-    return (c.assign(log_r=np.log(c["measured_ms"] / c["calibrated_ms"])),
-            np.log(s["e2e_median_ms"] / s["calibrated_ms"]).to_numpy())
+    bad = ~(np.isfinite(c["measured_ms"]) & np.isfinite(c["calibrated_ms"]) & (c["measured_ms"] > 0)
+            & (c["calibrated_ms"] > 0))
+    if bad.any():
+        raise HaseError(f"column measured_ms or calibrated_ms: not a positive number for model "
+                        f"'{c.loc[bad, 'model'].iloc[0]}'", folder / "cases.csv")
+    # the target's single sessions, where the judgement names them (resolved_config.json's target_dirs)
+    rc = folder / "resolved_config.json"
+    dirs = paths.expand_globs((paths.read_json(rc, "judgement config").get("config") or {}).get("target_dirs") or []) \
+        if rc.exists() else []
+    tables = [paths.csv_or_gz(Path(d) / "trace_sessions.csv.gz") for d in dirs]
+    sessions = [read_csv_checked(t, ["model", "e2e_median_ms"], "trace_run sessions") for t in tables if t.exists()]
+    single = np.array([])
+    if sessions:
+        s = pd.concat(sessions)[["model", "e2e_median_ms"]].merge(c[["model", "calibrated_ms"]], on="model")
+        single = np.log(s["e2e_median_ms"] / s["calibrated_ms"]).to_numpy()
+    return c.assign(log_r=np.log(c["measured_ms"] / c["calibrated_ms"])), single
 
 
 def coverage(r: np.ndarray, q: list) -> float:

@@ -436,11 +436,14 @@ class Predictor:
         if self.fallback:
             from hase.inference.runtime import CPU_FALLBACK_MAPE
             ref = model.get("calibration_ref") or {}
+            cal_threads = (calibration.get("threads") if isinstance(calibration, dict)
+                           else getattr(calibration, "threads", None)) if trees_scales else None
+            session_threads = int(cal_threads or 0) or model.get("threads")   # scaled: the calibration's count
             warns.append(f"CPU EP ({self.slug}): predicted with the CPU corpus's node trees ({self.timeline_path}; "
                          f"{', '.join(ref.get('cpus') or ['?'])}, {model.get('threads')} intra-op threads) "
                          + (f"scaled by this machine's calibration ({CPU_FALLBACK_MAPE})" if trees_scales
                             else "not scaled: at that CPU's speed")
-                         + f", for a session with {model.get('threads')} intra-op threads; a timeline of this "
+                         + f", for a session with {session_threads} intra-op threads; a timeline of this "
                          f"machine's own (hase pipeline --device cpu) is used only when named (--set timeline_model=)")
         if self.model is None:   # no timeline model: the plain Σ in ORT's order
             if self.predictor is None:

@@ -194,6 +194,11 @@ def test_cli_cpu_without_predictor_uses_the_corpus_trees_scaled_here(tmp_path, h
     ref = json.loads((REPO / "inference/results/cpu-amd-epyc/corpus/timeline_model.json").read_text())["calibration_ref"]
     assert scaled["conv_gflops"] == pytest.approx(ref["conv_gflops"] / prof["compute"]["conv_gflops"], rel=1e-6)
     assert got["--no-calibrate"]["total_ms"] != pytest.approx(got["--calibration"]["total_ms"], rel=1e-6)
+    assert "for a session with 2 intra-op threads" in err["--calibration"]
+    (tmp_path / "node1.json").write_text(json.dumps(dict(prof, time_unix=time.time(), threads=1)))
+    r = hase_cli("predict", tmp_path / "m.onnx", "--device", "cpu", "--metrics-file", tmp_path / "x.json",
+                 "--calibration", tmp_path / "node1.json", home=home)   # scaled to 1 thread: the session it is for
+    assert r.returncode == 0 and "trees" in r.stderr and "for a session with 1 intra-op threads" in r.stderr, r.stderr
     busy = "calibration not used" in err["default"]
     assert ("not scaled: at that CPU's speed" in err["default"]) == busy
     assert ("scaled by this machine's calibration" in err["default"]) == (not busy)

@@ -382,6 +382,12 @@ class Predictor:
         model, copy_sc, trees_scales = self.model, None, None
         if self.fallback and calibration is None:   # another CPU's timeline: scaled here unless told not to
             calibration = "local"
+        elif self.fallback and isinstance(calibration, dict) and not (calibration.get("compute") or {}):
+            # host chains alone (the node agent's hase_calib_* gauges): they cannot carry the CPU corpus's trees to
+            # this CPU, and unscaled they are at the EPYC's speed; this machine's own calibration instead
+            warns.append("the calibration given holds no CPU EP compute rates (field 'compute'; the node agent "
+                         "exports the host chains only): this machine's own calibration used for the CPU EP")
+            calibration = "local"
         if calibration is False:   # explicitly none
             calibration = None
         if isinstance(calibration, str) and calibration == "local" and model is not None:

@@ -204,6 +204,21 @@ def test_cli_cpu_without_predictor_uses_the_corpus_trees_scaled_here(tmp_path, h
     assert ("scaled by this machine's calibration" in err["default"]) == (not busy)
 
 
+def test_cpu_fallback_given_host_chains_only_calibrates_here(tmp_path, monkeypatch):
+    """A calibration without CPU compute rates (what `hase predict --prometheus` reads from the node agent: host
+    chains only) cannot carry the corpus trees to this CPU: the fallback reads this machine's own, and says why."""
+    import time
+    import hase
+    from hase.inference import machine_calibration as mc
+    monkeypatch.setattr(mc, "LOCAL_BUSY_MAX_PCT", 101.0)   # a loaded CI machine still reads
+    build_residual_model(tmp_path / "m.onnx", "m", 8, 2, 16)
+    p = hase.load_predictor("cpu")
+    assert p.fallback
+    res = p.predict(tmp_path / "m.onnx", calibration={"host_index_us": 0.5, "time_unix": time.time()})
+    assert any("holds no CPU EP compute rates" in w for w in res.warnings), res.warnings
+    assert "this machine's calibration" in res.details["calibration_source"] and "cpu_scales" in res.details
+
+
 def test_cpu_default_is_the_corpus_trees_even_beside_a_timeline_of_this_cpus_name(home):
     """A timeline under this CPU's name in HASE_HOME (the main job's own, or a committed one of another machine with
     the same name) is not taken unless named: on this kind of VM both scored 33-35% against the corpus trees' 13.3%

@@ -375,7 +375,7 @@ def with_spread(prep: dict, p: dict, terms: dict, spread, copies: bool = True, c
     out = {"central": central_us, "p10": central_us, "p90": central_us}
     if prep["device"] == "cpu" and spread and "session_us" in spread:  # CPU EP (fit_cpu_timeline.py): the whole
         lo, hi = spread["session_us"]   # run's per-session quantiles over its model's median; one thread does all
-        rq = spread.get("residual_log_q") or [0.0, 0.0]   # and the model's error on other machines (cpu_band.py)
+        rq = spread.get("residual_log_q") or [0.0, 0.0]   # and the model's own error (cpu_band.py, fit_cpu_timeline)
         return {"central": central_us, "p10": central_us * min(lo, 1.0, math.exp(rq[0])),
                 "p90": central_us * max(hi, 1.0, math.exp(rq[1]))}
     extra, u = (central["interference_us"], terms["u"]) if run_share else (0.0, 0.0)

@@ -393,7 +393,8 @@ class Predictor:
         if isinstance(calibration, str) and calibration == "local" and model is not None:
             calibration, note = self.local_calibration()
             info = dict(info, calibration_source=note)
-            if calibration is None or "compute speed moved" in note:   # none, or of two states of the VM
+            from hase.benchmark.host_calibration import probe_moved
+            if calibration is None or probe_moved(calibration.get("compute")):   # none, or of two states of the VM
                 warns.append(note)
         if calibration is not None and model is not None:
             from hase.inference import machine_calibration as mc

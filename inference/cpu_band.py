@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hase.inference import timeline_model as tm
 from hase.utils import paths
 from hase.utils.config import base_parser, from_args, save_resolved
 from hase.utils.errors import HaseError, run_main
@@ -102,7 +103,7 @@ def main() -> int:
         spread = dict(model.get("spread") or {}, residual_log_q=band,
                       residual_source=f"{paths.portable(out / 'summary.json')}: q{lo_q:g}/q{hi_q:g} of log(measured / "
                                       f"calibrated) over {len(pooled)} models on {len(res)} other machines")
-        paths.atomic_write_text(Path(cfg["model"]), json.dumps(dict(model, spread=spread), indent=1))
+        tm.save(dict(model, spread=spread), Path(cfg["model"]))
         log.info("wrote spread.residual_log_q into %s", cfg["model"])
     return 0
 
